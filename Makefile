@@ -1,0 +1,62 @@
+# speclab: two commands on a fresh machine, `make book` and `make test`.
+#
+# The set-up pins the CPU build of torch that lies on this course's build machines.
+# On a machine with a GPU, install a CUDA build instead, e.g.
+#     make setup TORCH_SPEC='torch>=2.3'
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed-$(shell echo '$(TORCH_SPEC)' | md5sum | cut -c1-8)
+JB_FLAGS := -W -n --keep-going
+
+.PHONY: setup book book-fresh test labs grade clean help
+
+help:
+	@echo "make book        set up .venv and build the executed book into _build/html"
+	@echo "make book-fresh  the same, re-executing every page"
+	@echo "make test        set up .venv and run the test suite"
+	@echo "make labs        regenerate the student notebooks in labs/ from solutions/"
+	@echo "make grade LAB=lab1 SUBMISSIONS=<folder or zip>   autograde a class"
+
+# Installs only when requirements.txt or pyproject.toml changed since the last install.
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -r requirements.txt "$(TORCH_SPEC)"
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+setup: $(STAMP)
+
+# The execution cache is keyed on each page's code cells; pages also depend on the
+# speclab package, so the cache is dropped whenever the package's sources change.
+_build/.speclab-hash: FORCE
+	@mkdir -p _build
+	@h=$$(cat speclab/*.py | md5sum | cut -c1-32); \
+	 if [ "$$(cat $@ 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; echo "$$h" > $@; fi
+
+book: setup _build/.speclab-hash
+	$(VENV)/bin/jupyter-book build . $(JB_FLAGS)
+	@echo "Book: $(CURDIR)/_build/html/index.html"
+
+book-fresh: setup
+	rm -rf _build/.jupyter_cache _build/html _build/jupyter_execute
+	$(VENV)/bin/jupyter-book build . $(JB_FLAGS)
+
+test: setup
+	$(VENV)/bin/pytest
+
+labs: setup
+	@echo "labs: filled in by the Lab 1 issue"; exit 1
+
+grade: setup
+	@echo "grade: filled in by the instructor-autograding issue"; exit 1
+
+clean:
+	rm -rf _build
+
+FORCE:
