@@ -1,0 +1,125 @@
+"""The book builds, executed, with no warnings; and a broken page really breaks the build.
+
+The full build here executes every chapter from scratch (its own empty execution cache
+under tmp_path), so a chapter that raises, or a warning anywhere (a broken
+cross-reference, an unknown citation), fails `make test` as it fails `make book`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+FLAGS = ["-W", "-n", "--keep-going"]
+
+
+def toc_files() -> list[str]:
+    """Every page named in _toc.yml, as a path without suffix."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [chapter["file"] for chapter in part["chapters"]]
+    files += [chapter["file"] for chapter in toc.get("chapters", [])]
+    return files
+
+
+def build(source: Path, output: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(JUPYTER_BOOK), "build", str(source), "--path-output", str(output), *FLAGS],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+
+
+def mini_book(tmp_path: Path, extra_markdown: str) -> Path:
+    """A one-page copy of the course book (same _config.yml) with `extra_markdown` appended."""
+    book = tmp_path / "book_src"
+    (book / "book").mkdir(parents=True)
+    shutil.copy(ROOT / "_config.yml", book)
+    shutil.copy(ROOT / "references.bib", book)
+    (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\n")
+    intro = (ROOT / "book" / "intro.md").read_text()
+    (book / "book" / "intro.md").write_text(intro + "\n" + extra_markdown + "\n")
+    return book
+
+
+def test_every_chapter_is_in_the_table_of_contents():
+    listed = {f + ".md" for f in toc_files()}
+    on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "book").glob("*.md")}
+    assert on_disk == listed, f"pages not in _toc.yml: {on_disk - listed}; missing files: {listed - on_disk}"
+
+
+def test_no_notebook_is_committed_in_the_book():
+    tracked = subprocess.run(
+        ["git", "ls-files", "book"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert not [f for f in tracked if f.endswith(".ipynb")], "book/*.ipynb are build output"
+
+
+def test_setup_is_up_to_date_after_make_setup():
+    """`make setup` ran before the tests; a second one must have nothing to install."""
+    if not (ROOT / ".venv").is_dir():
+        pytest.skip("not running from the make-managed .venv")
+    dry_run = subprocess.run(["make", "-n", "setup"], cwd=ROOT, capture_output=True, text=True)
+    assert dry_run.returncode == 0, dry_run.stderr
+    assert "pip install" not in dry_run.stdout, "make setup would reinstall: " + dry_run.stdout
+
+
+@pytest.mark.slow
+def test_whole_book_builds_fresh_without_warnings(tmp_path):
+    result = build(ROOT, tmp_path)
+    log = result.stdout + result.stderr
+    (tmp_path / "build.log").write_text(log)
+    failures = [line for line in log.splitlines() if "WARNING" in line and "IPKernelApp" not in line]
+    assert result.returncode == 0 and not failures, (
+        "book build failed:\n" + "\n".join(failures[:40]) + "\n--- tail ---\n" + log[-4000:]
+    )
+    html = tmp_path / "_build" / "html"
+    assert (html / "index.html").exists()
+    for page in toc_files():
+        assert (html / (page + ".html")).exists(), f"no HTML for {page}"
+
+
+@pytest.mark.slow
+def test_a_failing_cell_fails_the_build_and_is_named(tmp_path):
+    source = mini_book(tmp_path, "```{code-cell} ipython3\nbroken_value = 1 / 0\n```")
+    result = build(source, tmp_path / "out")
+    log = result.stdout + result.stderr
+    assert result.returncode != 0, "a cell raising ZeroDivisionError did not fail the build"
+    assert "broken_value = 1 / 0" in log, "the error does not show the failing cell"
+    assert "ZeroDivisionError" in log
+    assert "intro.md" in log, "the error does not name the page"
+
+
+@pytest.mark.slow
+def test_a_broken_cross_reference_fails_the_build(tmp_path):
+    source = mini_book(tmp_path, "See {ref}`a-label-that-does-not-exist`.")
+    result = build(source, tmp_path / "out")
+    log = result.stdout + result.stderr
+    assert result.returncode != 0, "a broken cross-reference did not fail the build"
+    assert "a-label-that-does-not-exist" in log
+
+
+@pytest.mark.slow
+def test_cached_build_never_shows_a_stale_output(tmp_path):
+    """With `execute_notebooks: cache`, changing a cell re-executes it on the next build."""
+    cell = "```{{code-cell}} ipython3\nprint('marker-{}')\n```"
+    source = mini_book(tmp_path, cell.format("first"))
+    out = tmp_path / "out"
+    assert build(source, out).returncode == 0
+    page = out / "_build" / "html" / "book" / "intro.html"
+    assert "marker-first" in page.read_text()
+    md = source / "book" / "intro.md"
+    md.write_text(md.read_text().replace("marker-first", "marker-second"))
+    assert build(source, out).returncode == 0
+    text = page.read_text()
+    assert "marker-second" in text and not re.search(r"marker-first", text)
