@@ -132,13 +132,15 @@ def total_variation(p: ArrayLike, q: ArrayLike) -> float:
 def kl_divergence(p: ArrayLike, q: ArrayLike) -> float:
     """KL(p || q) = sum_x p(x) log(p(x) / q(x)) in nats; ``inf`` if p puts mass where q has none.
 
-    Terms with p(x) = 0 contribute 0 (the limit of t log t as t -> 0).
+    Terms with p(x) = 0 contribute 0 (the limit of t log t as t -> 0). A result that
+    rounding pushes just below 0 (p nearly equal to q) is returned as 0.
     """
     p_arr, q_arr = _pair(p, q)
     support = p_arr > 0
     if np.any(q_arr[support] == 0):
         return math.inf
-    return float(np.sum(p_arr[support] * np.log(p_arr[support] / q_arr[support])))
+    value = float(np.sum(p_arr[support] * np.log(p_arr[support] / q_arr[support])))
+    return max(0.0, value)  # KL >= 0 (Gibbs); rounding can give -1e-17 for p ~ q
 
 
 def pinsker_lower_bound(kl: ArrayLike) -> float | np.ndarray:

@@ -250,3 +250,13 @@ def test_softmax_temperature():
 def test_bad_input_raises_a_clear_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_kl_of_nearly_equal_distributions_is_never_negative():
+    # rounding in sum p log(p/q) can land just below 0 when p ~ q; KL >= 0 must hold
+    rng = np.random.default_rng(1)
+    for _ in range(500):
+        p = rng.dirichlet(np.full(50, 10.0))
+        q = p * (1 + 1e-13 * rng.standard_normal(50))
+        q /= q.sum()
+        assert th.kl_divergence(p, q) >= 0
