@@ -1,0 +1,406 @@
+"""Measuring the machine: copy bandwidth, matmul throughput, forward times, bytes per decode step.
+
+Notation used across speclab: p = target distribution, q = draft distribution,
+k = draft length, alpha = acceptance rate, c = T_target / T_draft.
+
+Shared by the book (chapters 1 and 7) and Lab 2. Every timing here follows the same
+discipline:
+
+- warm-up calls first (allocator, caches, lazy initialisation), then ``repeats`` timed calls;
+- the statistic is the **median** of the repeats (robust to a stray slow call on a
+  shared machine), with the quartiles kept so a reader can see the spread;
+- ``torch.cuda.synchronize()`` before reading the clock on a GPU, because kernel launches
+  return before the kernel has run;
+- a comparison of two things (1 vs k + 1 tokens, target vs draft) is a **ratio measured
+  in one run**: the calls are interleaved, so a slow-down of the machine hits both sides.
+
+Absolute times mean something only together with the device they were measured on; every
+result carries a ``device`` string for that reason.
+
+The byte and FLOP counts (``decode_step_bytes``, ``decode_step_flops``) are exact counts
+for :class:`speclab.model.GPT` from its configuration; they count what a decode step must
+read at the least (every weight once, the valid part of the KV cache) and ignore
+activations, which are tiny at batch 1.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+__all__ = [
+    "Timing",
+    "device_name",
+    "synchronize",
+    "time_fn",
+    "time_interleaved",
+    "time_ratio",
+    "copy_bytes",
+    "copy_bandwidth",
+    "matmul_flops",
+    "matmul_throughput",
+    "param_count",
+    "decode_step_bytes",
+    "decode_step_flops",
+    "DecodeBytes",
+    "roofline",
+    "forward_times",
+]
+
+# A measurement whose timed part is predicted to take longer than this shows a tqdm bar.
+PROGRESS_AFTER_S = 2.0
+
+
+# ------------------------------------------------------------------------------ timing
+@dataclass(frozen=True)
+class Timing:
+    """Repeated wall-clock times (seconds) of one operation on one device."""
+
+    times: tuple[float, ...]  # one entry per timed repeat, seconds
+    device: str  # where it ran, e.g. "cpu (AMD EPYC, 2 threads)" or "cuda (NVIDIA H100)"
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.times:
+            raise ValueError("a Timing needs at least one measured time")
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def quartiles(self) -> tuple[float, float]:
+        """(25th, 75th) percentiles of the repeats; both equal the time when there is one repeat."""
+        if len(self.times) == 1:
+            return self.times[0], self.times[0]
+        q = statistics.quantiles(self.times, n=4, method="inclusive")
+        return q[0], q[2]
+
+    @property
+    def repeats(self) -> int:
+        return len(self.times)
+
+    def __str__(self) -> str:
+        lo, hi = self.quartiles
+        name = f"{self.label}: " if self.label else ""
+        return f"{name}median {self.median * 1e3:.3f} ms (IQR {lo * 1e3:.3f}-{hi * 1e3:.3f} ms, n={self.repeats}) on {self.device}"
+
+
+def device_name(device: torch.device | str | None = None) -> str:
+    """A human-readable name of the device a timing ran on (with the CPU thread count)."""
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    cpu = platform.processor() or platform.machine() or "cpu"
+    try:  # Linux: the marketing name is more useful than the architecture
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{device.type} ({cpu}, {torch.get_num_threads()} threads)"
+
+
+def synchronize(device: torch.device | str | None) -> None:
+    """Wait for queued GPU work on ``device``; nothing to wait for on a CPU."""
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def _check_counts(repeats: int, warmup: int) -> None:
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+
+
+def _once(fn: Callable[[], object], device) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def time_interleaved(
+    fns: Sequence[Callable[[], object]],
+    labels: Sequence[str] | None = None,
+    repeats: int = 7,
+    warmup: int = 2,
+    device: torch.device | str | None = None,
+    progress: bool | None = None,
+) -> list[Timing]:
+    """Time several operations in one run, calling them round-robin so drift hits all alike.
+
+    Each round calls every function once (in the given order); ``warmup`` rounds are
+    discarded, then ``repeats`` rounds are kept. ``progress=None`` shows a tqdm bar only
+    when the timed rounds are predicted (from the warm-up) to take over
+    ``PROGRESS_AFTER_S`` seconds.
+    """
+    _check_counts(repeats, warmup)
+    if len(fns) == 0:
+        raise ValueError("nothing to time: fns is empty")
+    labels = [""] * len(fns) if labels is None else list(labels)
+    if len(labels) != len(fns):
+        raise ValueError(f"got {len(labels)} labels for {len(fns)} functions")
+    round_time = 0.0
+    for _ in range(warmup):
+        round_time = sum(_once(fn, device) for fn in fns)
+    if progress is None:
+        progress = round_time * repeats > PROGRESS_AFTER_S
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in tqdm(range(repeats), desc="timing", disable=not progress, leave=False):
+        for i, fn in enumerate(fns):
+            times[i].append(_once(fn, device))
+    name = device_name(device)
+    return [Timing(tuple(t), name, label) for t, label in zip(times, labels)]
+
+
+def time_fn(
+    fn: Callable[[], object],
+    repeats: int = 7,
+    warmup: int = 2,
+    device: torch.device | str | None = None,
+    label: str = "",
+    progress: bool | None = None,
+) -> Timing:
+    """Median-of-repeats wall time of ``fn()`` after ``warmup`` discarded calls."""
+    return time_interleaved([fn], [label], repeats, warmup, device, progress)[0]
+
+
+def time_ratio(
+    numerator: Callable[[], object],
+    denominator: Callable[[], object],
+    repeats: int = 7,
+    warmup: int = 2,
+    device: torch.device | str | None = None,
+) -> tuple[float, Timing, Timing]:
+    """(median(numerator) / median(denominator), both Timings), interleaved in one run."""
+    num, den = time_interleaved([numerator, denominator], ["numerator", "denominator"], repeats, warmup, device)
+    return num.median / den.median, num, den
+
+
+# ---------------------------------------------------------------------- copy bandwidth
+def copy_bytes(numel: int, dtype: torch.dtype = torch.float32) -> int:
+    """Bytes moved by ``dst.copy_(src)`` of ``numel`` elements: each is read once and written once."""
+    if numel < 0:
+        raise ValueError(f"numel must be >= 0, got {numel}")
+    return 2 * numel * torch.empty((), dtype=dtype).element_size()
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    bytes_moved: int  # per copy: read + write
+    timing: Timing
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bytes_moved / self.timing.median
+
+
+def copy_bandwidth(
+    n_bytes: int = 64 * 2**20,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+    repeats: int = 7,
+    warmup: int = 2,
+) -> Bandwidth:
+    """Copy bandwidth: time ``dst.copy_(src)`` of a tensor of ``n_bytes`` (choose it well above
+    the last-level cache, or the result is cache bandwidth) and count read + write bytes."""
+    element = torch.empty((), dtype=dtype).element_size()
+    numel = n_bytes // element
+    if numel < 1:
+        raise ValueError(f"n_bytes={n_bytes} holds no element of {dtype}")
+    src = torch.ones(numel, dtype=dtype, device=device)
+    dst = torch.empty_like(src)
+    timing = time_fn(lambda: dst.copy_(src), repeats, warmup, device, label=f"copy {n_bytes / 2**20:.0f} MiB")
+    return Bandwidth(copy_bytes(numel, dtype), timing)
+
+
+# ------------------------------------------------------------------- matmul throughput
+def matmul_flops(m: int, n: int, k: int) -> int:
+    """FLOPs of an [m, k] @ [k, n] product: m * n dot products of length k, a multiply and an add each."""
+    if min(m, n, k) < 0:
+        raise ValueError(f"matrix sizes must be >= 0, got m={m}, n={n}, k={k}")
+    return 2 * m * n * k
+
+
+@dataclass(frozen=True)
+class Throughput:
+    flops: int  # per call
+    bytes_min: int  # the least a call must move: read both operands, write the result
+    timing: Timing
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.flops / self.timing.median
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOPs per byte of compulsory traffic."""
+        return self.flops / self.bytes_min
+
+
+def matmul_throughput(
+    m: int = 1024,
+    n: int | None = None,
+    k: int | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+    repeats: int = 7,
+    warmup: int = 2,
+) -> Throughput:
+    """FLOP/s of ``a @ b`` with a: [m, k], b: [k, n] (square when only m is given)."""
+    n = m if n is None else n
+    k = m if k is None else k
+    if min(m, n, k) < 1:
+        raise ValueError(f"matrix sizes must be >= 1, got m={m}, n={n}, k={k}")
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=gen).to(device=device, dtype=dtype)
+    b = torch.randn(k, n, generator=gen).to(device=device, dtype=dtype)
+    out = torch.empty(m, n, device=device, dtype=dtype)
+    timing = time_fn(lambda: torch.matmul(a, b, out=out), repeats, warmup, device, label=f"matmul {m}x{k}x{n} {dtype}")
+    element = a.element_size()
+    return Throughput(matmul_flops(m, n, k), element * (m * k + k * n + m * n), timing)
+
+
+def roofline(intensity, peak_flops: float, bytes_per_s: float):
+    """Attainable FLOP/s at a given arithmetic intensity: min(peak, intensity * bandwidth)."""
+    if peak_flops <= 0 or bytes_per_s <= 0:
+        raise ValueError("peak_flops and bytes_per_s must be positive")
+    import numpy as np
+
+    return np.minimum(peak_flops, np.asarray(intensity, dtype=float) * bytes_per_s)
+
+
+# ------------------------------------------------------------- bytes of a decode step
+def param_count(cfg) -> int:
+    """Parameters of speclab.model.GPT(cfg), counted from the configuration.
+
+    embedding V*C (tied with the output head, stored once); per block two RMSNorm weights
+    (2C), the fused qkv projection (3C*C), the output projection (C*C), the MLP
+    (2 * mlp_ratio * C*C); the final RMSNorm (C).
+    """
+    C, V = cfg.d_model, cfg.vocab_size
+    per_block = 2 * C + 3 * C * C + C * C + 2 * cfg.mlp_ratio * C * C
+    return V * C + cfg.n_layer * per_block + C
+
+
+def _matmul_params(cfg) -> int:
+    """Weights used as a matrix in a matmul for every token: the blocks' linears and the tied head."""
+    C, V = cfg.d_model, cfg.vocab_size
+    return cfg.n_layer * (4 * C * C + 2 * cfg.mlp_ratio * C * C) + V * C
+
+
+@dataclass(frozen=True)
+class DecodeBytes:
+    """Least bytes moved by one forward of T new tokens on a KV cache holding L positions."""
+
+    weights: int  # every parameter read once
+    kv_read: int  # keys and values of the L + T positions attended to, every layer
+    kv_write: int  # keys and values of the T new positions, every layer
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_read + self.kv_write
+
+
+def _check_lengths(context_len: int, new_tokens: int, batch: int) -> None:
+    if context_len < 0 or new_tokens < 1 or batch < 1:
+        raise ValueError(
+            f"need context_len >= 0, new_tokens >= 1, batch >= 1; got {context_len}, {new_tokens}, {batch}"
+        )
+
+
+def decode_step_bytes(
+    cfg,
+    context_len: int,
+    new_tokens: int = 1,
+    batch: int = 1,
+    weight_bytes: int = 4,
+    kv_bytes: int = 4,
+) -> DecodeBytes:
+    """Exact least traffic of one cached forward of ``new_tokens`` after ``context_len`` cached ones.
+
+    weights: param_count(cfg) * weight_bytes (read once, whatever T and the batch are);
+    KV read: 2 (K and V) * n_layer * batch * d_model * (L + T) * kv_bytes, since attention
+    reads slots [0, L + T); KV write: 2 * n_layer * batch * d_model * T * kv_bytes.
+    """
+    _check_lengths(context_len, new_tokens, batch)
+    per_position = 2 * cfg.n_layer * batch * cfg.d_model * kv_bytes  # K and V, all layers, all heads
+    return DecodeBytes(
+        weights=param_count(cfg) * weight_bytes,
+        kv_read=per_position * (context_len + new_tokens),
+        kv_write=per_position * new_tokens,
+    )
+
+
+def decode_step_flops(cfg, context_len: int, new_tokens: int = 1, batch: int = 1) -> int:
+    """Matmul FLOPs of one cached forward: 2 per weight per token, plus attention.
+
+    Attention per layer and token: q.k over L + T slots (2 C (L + T)) and the weighted sum
+    of values (2 C (L + T)); the causal mask among the T new tokens is ignored (an upper
+    bound by at most 2 C T per token). Norms, activations and softmax are left out.
+    """
+    _check_lengths(context_len, new_tokens, batch)
+    tokens = batch * new_tokens
+    attention = cfg.n_layer * 4 * cfg.d_model * (context_len + new_tokens)
+    return tokens * (2 * _matmul_params(cfg) + attention)
+
+
+# ------------------------------------------------------------------- forward timings
+@torch.inference_mode()
+def forward_times(
+    model,
+    new_tokens: Sequence[int],
+    context_len: int = 128,
+    batch: int = 1,
+    repeats: int = 7,
+    warmup: int = 2,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> dict[int, Timing]:
+    """Wall time of one cached forward of T new tokens after ``context_len`` cached tokens,
+    for every T in ``new_tokens``, interleaved in one run.
+
+    The cache is filled once with random tokens; before each timed call it is rolled back
+    to ``context_len`` (O(1)), so every call sees the same context and writes the same slots.
+    T = 1 is a decode step; T = k + 1 is the verification of k drafted tokens.
+    """
+    sizes = [int(t) for t in new_tokens]
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"new_tokens must be a non-empty list of ints >= 1, got {new_tokens!r}")
+    if context_len < 1:
+        raise ValueError(f"context_len must be >= 1 (the cache is filled first), got {context_len}")
+    capacity = context_len + max(sizes)
+    if capacity > model.cfg.max_len:
+        raise ValueError(f"context_len + max(new_tokens) = {capacity} exceeds the model's max_len {model.cfg.max_len}")
+    device = model.device
+    gen = torch.Generator().manual_seed(seed)
+    vocab = model.cfg.vocab_size
+    context = torch.randint(vocab, (batch, context_len), generator=gen).to(device)
+    cache = model.new_cache(batch=batch, max_len=capacity)
+    model(context, torch.arange(context_len, device=device), cache)
+    blocks = {t: torch.randint(vocab, (batch, t), generator=gen).to(device) for t in sizes}
+    positions = {t: torch.arange(context_len, context_len + t, device=device) for t in sizes}
+
+    def step(t: int) -> Callable[[], object]:
+        def run():
+            cache.rollback(context_len)
+            return model(blocks[t], positions[t], cache)
+
+        return run
+
+    timings = time_interleaved([step(t) for t in sizes], [f"T={t}" for t in sizes], repeats, warmup, device, progress)
+    return dict(zip(sizes, timings))
