@@ -1,0 +1,211 @@
+"""Every quality figure of the model card, measured on this machine.
+
+Notation used across speclab: p = target distribution, q = draft distribution,
+k = draft length, alpha = acceptance rate, c = T_target / T_draft.
+
+    python -m speclab.evaluate                  # everything below, printed as a table
+    python -m speclab.evaluate --skip-timing    # only the held-out figures
+    python -m speclab.evaluate --json out.json  # also write the figures as JSON
+
+Held-out figures use the held-out files of the stdlib corpus (speclab.data), cut into
+consecutive windows of --window bytes (256, the training length); every position of every
+window is scored, the first with an empty context.
+  * bits/byte = mean over positions of -log2 p(next byte), for p and for q;
+  * alpha(T=1) = mean over positions of sum_x min(p(x), q(x)) with p, q = process_logits(., 1.0);
+  * greedy agreement = share of positions where argmax p = argmax q (alpha at temperature 0).
+Standard errors treat windows as independent clusters.
+
+Timing figures (batch 1, KV cache, context --context bytes already in the cache):
+  * c = median time of one cached decode step of the target / the same for the draft;
+  * for m = k+1 = 1..9: median time of one target forward over m new tokens, divided by m = 1.
+Target and draft (or the different m) are timed interleaved, round-robin, after warm-up,
+so that load from other processes hits all of them alike; the ratio of medians is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from speclab.checkpoints import WEIGHTS_DIR, load_model
+from speclab.data import load_split
+from speclab.model import GPT
+from speclab.sampling import process_logits
+
+__all__ = ["heldout_windows_all", "heldout_figures", "decode_cost_ratio", "verify_cost_curve", "main"]
+
+
+def heldout_windows_all(window: int, max_bytes: int | None) -> torch.Tensor:
+    """The held-out split (its first max_bytes) as consecutive windows: LongTensor [n, window]."""
+    data = load_split("heldout")
+    if max_bytes is not None:
+        data = data[:max_bytes]
+    n = len(data) // window
+    if n < 1:
+        raise ValueError(f"held-out text ({len(data)} bytes) is shorter than one window ({window})")
+    return torch.frombuffer(bytearray(data[: n * window]), dtype=torch.uint8).long().view(n, window)
+
+
+def _cluster_mean_se(per_window: torch.Tensor) -> tuple[float, float]:
+    """Mean and standard error of the grand mean, windows as clusters of equal size."""
+    x = per_window.double()
+    return float(x.mean()), float(x.std(unbiased=True) / x.numel() ** 0.5) if x.numel() > 1 else float("nan")
+
+
+@torch.no_grad()
+def heldout_figures(
+    target: GPT,
+    drafts: dict[str, GPT],
+    window: int = 256,
+    max_bytes: int | None = 262144,
+    batch: int = 16,
+) -> dict:
+    """bits/byte of the target and of each draft, and alpha(T=1) and greedy agreement of each draft."""
+    windows = heldout_windows_all(window, max_bytes)  # [n, window]
+    n = windows.shape[0]
+    # the first byte of each window is predicted from the window's own start: feed a newline before it
+    inputs = torch.cat([torch.full((n, 1), ord("\n")), windows[:, :-1]], dim=1)  # [n, window]
+    sums = {"target_bits": []}
+    for name in drafts:
+        sums.update({f"{name}_bits": [], f"{name}_alpha": [], f"{name}_agree": []})
+    for i in tqdm(range(0, n, batch), desc="held-out", unit="batch", mininterval=2.0):
+        x = inputs[i : i + batch].to(target.device)
+        y = windows[i : i + batch].to(target.device)
+        p_logits = target(x)  # [b, window, V]
+        p = process_logits(p_logits, temperature=1.0)
+        nll = F.cross_entropy(p_logits.transpose(1, 2), y, reduction="none")  # [b, window], nats
+        sums["target_bits"].append((nll / torch.log(torch.tensor(2.0))).mean(1).cpu())
+        for name, draft in drafts.items():
+            q_logits = draft(x)
+            q = process_logits(q_logits, temperature=1.0)
+            nll_q = F.cross_entropy(q_logits.transpose(1, 2), y, reduction="none")
+            sums[f"{name}_bits"].append((nll_q / torch.log(torch.tensor(2.0))).mean(1).cpu())
+            sums[f"{name}_alpha"].append(torch.minimum(p, q).sum(-1).mean(1).cpu())  # sum_x min(p, q)
+            sums[f"{name}_agree"].append((p_logits.argmax(-1) == q_logits.argmax(-1)).float().mean(1).cpu())
+    out = {"windows": n, "window": window, "bytes": n * window}
+    for key, parts in sums.items():
+        mean, se = _cluster_mean_se(torch.cat(parts))
+        out[key] = {"mean": mean, "se": se}
+    return out
+
+
+def _time_once(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _step_fn(model: GPT, context: int, m: int, seed: int):
+    """A closure that runs one cached forward over m new tokens after `context` cached ones, then rolls back."""
+    g = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, 256, (1, context), generator=g).to(model.device)
+    new = torch.randint(0, 256, (1, m), generator=g).to(model.device)
+    cache = model.new_cache(batch=1, max_len=context + m)
+    with torch.inference_mode():
+        model(prompt, torch.arange(context, device=model.device), cache)
+    positions = torch.arange(context, context + m, device=model.device)
+
+    def run() -> None:
+        with torch.inference_mode():
+            model(new, positions, cache)
+        _sync(model.device)
+        cache.rollback(context)  # O(1): the next call overwrites the same slots
+
+    return run
+
+
+def _interleaved_medians(fns: dict[str, callable], repeats: int, warmup: int) -> dict[str, float]:
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times = {name: [] for name in fns}
+    for _ in tqdm(range(repeats), desc="timing", mininterval=2.0, leave=False):
+        for name, fn in fns.items():
+            times[name].append(_time_once(fn))
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def decode_cost_ratio(target: GPT, draft: GPT, context: int = 128, repeats: int = 300, warmup: int = 30) -> dict:
+    """c = median cached decode-step time of the target / of the draft (batch 1, one new token)."""
+    med = _interleaved_medians(
+        {"target": _step_fn(target, context, 1, 0), "draft": _step_fn(draft, context, 1, 0)}, repeats, warmup
+    )
+    return {"target_s": med["target"], "draft_s": med["draft"], "c": med["target"] / med["draft"], "context": context}
+
+
+def verify_cost_curve(target: GPT, context: int = 128, max_m: int = 9, repeats: int = 200, warmup: int = 20) -> dict:
+    """Median time of one target forward over m = 1..max_m new tokens, relative to m = 1."""
+    fns = {m: _step_fn(target, context, m, m) for m in range(1, max_m + 1)}
+    med = _interleaved_medians(fns, repeats, warmup)
+    return {"seconds": {m: med[m] for m in fns}, "relative": {m: med[m] / med[1] for m in fns}, "context": context}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weights", type=Path, default=WEIGHTS_DIR, help="folder with manifest.json and the safetensors")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads for the timings (default 1)")
+    ap.add_argument("--window", type=int, default=256)
+    ap.add_argument("--max-bytes", type=int, default=262144, help="score the first this many held-out bytes (0 = all)")
+    ap.add_argument("--context", type=int, default=128, help="cached context before the timed forward")
+    ap.add_argument("--repeats", type=int, default=300)
+    ap.add_argument("--skip-timing", action="store_true")
+    ap.add_argument("--skip-heldout", action="store_true")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+
+    device = torch.device(args.device)
+    target = load_model("target", device, directory=args.weights)
+    drafts = {"draft": load_model("draft", device, directory=args.weights)}
+    manifest = json.loads((args.weights / "manifest.json").read_text())
+    if "draft_undistilled" in manifest:
+        drafts["draft_undistilled"] = load_model("draft_undistilled", device, directory=args.weights)
+
+    results: dict = {
+        "device": str(device),
+        "machine": f"{platform.machine()} {platform.processor()}".strip(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+    print(f"speclab.evaluate on {results['machine']}, device {device}, torch {torch.__version__}, python {results['python']}")
+    if not args.skip_heldout:
+        torch.set_num_threads(2)
+        held = heldout_figures(target, drafts, args.window, args.max_bytes or None)
+        results["heldout"] = held
+        print(f"\nHeld-out stdlib files: {held['bytes']} bytes in {held['windows']} windows of {held['window']}")
+        print(f"  target  bits/byte             {held['target_bits']['mean']:.4f}  (se {held['target_bits']['se']:.4f})")
+        for name in drafts:
+            print(f"  {name:<17} bits/byte   {held[name + '_bits']['mean']:.4f}  (se {held[name + '_bits']['se']:.4f})")
+            print(f"  {name:<17} alpha(T=1)  {held[name + '_alpha']['mean']:.4f}  (se {held[name + '_alpha']['se']:.4f})")
+            print(f"  {name:<17} greedy agreement {held[name + '_agree']['mean']:.4f}  (se {held[name + '_agree']['se']:.4f})")
+    if not args.skip_timing:
+        torch.set_num_threads(args.threads)
+        cost = decode_cost_ratio(target, drafts["draft"], args.context, args.repeats)
+        curve = verify_cost_curve(target, args.context, 9, max(50, args.repeats * 2 // 3))
+        results["cost_ratio"] = cost
+        results["verify_curve"] = curve
+        print(f"\nTimings: batch 1, KV cache with {args.context} bytes, {args.threads} thread(s), medians of interleaved repeats")
+        print(f"  target decode step {cost['target_s'] * 1e3:.3f} ms, draft decode step {cost['draft_s'] * 1e3:.3f} ms")
+        print(f"  c = T_target / T_draft = {cost['c']:.2f}")
+        print("  target forward over m = k+1 new tokens, time relative to m = 1:")
+        print("    " + "  ".join(f"m={m}: {r:.2f}" for m, r in curve["relative"].items()))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()
