@@ -278,10 +278,20 @@ def optimal_k(alpha: float, c: float, k_max: int = 100, bonus: bool = True) -> t
     Returns (k*, S(k*)); ties go to the smaller k.
     """
     k_max = _check_k(k_max, minimum=1)
-    ks = range(0 if bonus else 1, k_max + 1)
-    values = [float(speedup(alpha, k, c, bonus=bonus)) for k in ks]
+    a = float(_check_alpha(alpha))
+    c = _check_c(c)
+    ks = np.arange(k_max + 1)
+    # E[N] for k = 0..k_max at once: partial sums of 1 + alpha + alpha^2 + ... (eq. expected tokens)
+    partial = np.cumsum(a ** np.arange(k_max + 1))
+    if bonus:
+        en = partial  # k drafts + bonus: sum_{i=0}^{k} alpha^i
+    else:
+        en = np.concatenate([[np.nan], partial[:-1]])  # sum_{i=0}^{k-1} alpha^i, k >= 1
+    values = en / (1.0 + ks / c)
+    if not bonus:
+        values[0] = -np.inf  # k = 0 without a bonus token emits nothing
     best = int(np.argmax(values))  # first maximum, i.e. the smallest k among ties
-    return list(ks)[best], values[best]
+    return best, float(values[best])
 
 
 def _foc(alpha: float, c: float, k: float) -> float:

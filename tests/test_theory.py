@@ -260,3 +260,16 @@ def test_kl_of_nearly_equal_distributions_is_never_negative():
         q = p * (1 + 1e-13 * rng.standard_normal(50))
         q /= q.sum()
         assert th.kl_divergence(p, q) >= 0
+
+
+@pytest.mark.parametrize("bonus", [True, False])
+def test_optimal_k_fast_path_matches_a_brute_force_argmax(bonus):
+    """The vectorised optimal_k against the slow reference: argmax of speedup() over k."""
+    for alpha in np.linspace(0, 1, 21):
+        for c in (0.5, 1.0, 3.0, 10.0, 50.0):
+            ks = list(range(0 if bonus else 1, 61))
+            values = [th.speedup(alpha, k, c, bonus=bonus) for k in ks]
+            best = int(np.argmax(values))
+            k_star, s_star = th.optimal_k(alpha, c, k_max=60, bonus=bonus)
+            assert k_star == ks[best]
+            assert s_star == pytest.approx(values[best], rel=1e-12)
