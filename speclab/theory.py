@@ -307,9 +307,10 @@ def optimal_k_continuous(alpha: float, c: float) -> float:
     """Real k >= 0 maximising S(alpha, k, c) = (1 - alpha^(k+1)) / ((1 - alpha)(1 + k/c)).
 
     Solves the first-order condition  -ln(alpha) alpha^(k+1) (c + k) = 1 - alpha^(k+1)
-    with ``scipy.optimize.brentq``. S has a single stationary point on k > -c (a maximum),
-    so the answer is that root when it is positive and 0 otherwise. alpha = 0 gives 0;
-    alpha = 1 gives ``inf`` when c > 1 (S increases without bound towards c) and 0 otherwise.
+    with ``scipy.optimize.brentq``. For c > 1, S has a single stationary point on k > -c,
+    a maximum (book, chapter 6), so the answer is that root when it is positive and 0
+    otherwise; for c <= 1, S <= 1 = S(0) and the answer is 0. alpha = 0 gives 0; alpha = 1
+    gives ``inf`` when c > 1 (S increases towards c without a maximum) and 0 otherwise.
     """
     a = float(_check_alpha(alpha))
     c = _check_c(c)

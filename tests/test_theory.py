@@ -151,6 +151,8 @@ def test_continuous_optimum_edge_cases():
     assert th.optimal_k_continuous(0.0, 10) == 0.0
     assert th.optimal_k_continuous(1.0, 10) == math.inf
     assert th.optimal_k_continuous(1.0, 0.5) == 0.0
+    # c <= 1: a draft pass costs at least a target pass, S(k) <= (k+1)/(1+k/c) <= 1 = S(0)
+    assert th.optimal_k_continuous(0.99, 1.0) == 0.0 and th.optimal_k(0.99, 1.0)[0] == 0
     # alpha = 0.05, c = 10: FOC at k = 0 is -ln(.05) * .05 * 10 - .95 = 1.498 - .95 > 0,
     # so the optimum is a small positive k even though S(1) < 1
     assert 0 < th.optimal_k_continuous(0.05, 10) < 1
