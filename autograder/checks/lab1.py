@@ -1,0 +1,465 @@
+"""Hidden checks of Lab 1 (rejection sampling), one function per graded test cell.
+
+Notation: p = target distribution, q = draft distribution, k = draft length,
+alpha = acceptance rate. A correct implementation's outputs follow exact laws that
+are computed here by enumeration; samplers are compared with them by
+`autograder.checks.stats` (exact binomial tests, union bound). Every statistical
+test cell has a false-failure probability <= ALPHA_CELL = 1e-6 for a correct
+implementation, whatever the seed; the seeds are fixed so grading is
+deterministic. `python -m autograder.power lab1` prints the exact bounds and the
+power against every mutant in `autograder.mutants.lab1`.
+
+Failure messages say which property failed and by how much, never how to fix it.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .stats import ExactnessCase, check_case
+
+ALPHA_CELL = 1e-6  # false-failure budget of one statistical test cell
+TOL = 1e-9  # tolerance on deterministic values
+SPEEDUP_REQUIRED = 50.0  # vectorised sampler vs a Python loop over the single-position sampler
+
+
+# ----------------------------------------------------------------------------- (p, q) pairs
+def _dirichlet_pair(vocab: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A target p and a draft q that roughly agree, as a small model and its large one do."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(0.0, 2.0, vocab)
+    p = np.exp(logits - logits.max())
+    q = np.exp(0.8 * logits + rng.normal(0.0, 0.7, vocab))
+    return p / p.sum(), q / q.sum()
+
+
+def pairs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The (p, q) pairs every sampler is tested on, adversarial ones included."""
+    big_p, big_q = _dirichlet_pair(1000, seed=11)
+    return {
+        "reversed": (np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1])),
+        "q with zeros": (np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.5, 0.5, 0.0, 0.0])),
+        "disjoint supports": (np.array([0.0, 0.0, 0.6, 0.4]), np.array([0.7, 0.3, 0.0, 0.0])),
+        "p == q": (np.array([0.2, 0.3, 0.5]), np.array([0.2, 0.3, 0.5])),
+        "one-hot p": (np.array([0.0, 1.0, 0.0, 0.0]), np.array([0.25, 0.25, 0.25, 0.25])),
+        "1000-token vocabulary": (big_p, big_q),
+    }
+
+
+def _pooled(p: np.ndarray, q: np.ndarray) -> dict[str, np.ndarray]:
+    """Pooled events: tokens where p > q (the residual's support) and deciles of p / q."""
+    out = {"the tokens with p > q": p > q}
+    if len(p) > 20:
+        ratio = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
+        order = np.argsort(ratio, kind="stable")
+        for j, chunk in enumerate(np.array_split(order, 10)):
+            mask = np.zeros(len(p), dtype=bool)
+            mask[chunk] = True
+            out[f"the tokens in decile {j + 1} of p/q"] = mask
+    return out
+
+
+# Samples per case, chosen with `python -m autograder.power lab1` so that every mutant
+# of the catalog is caught with probability >= 0.999.
+N_SAMPLER = {"reversed": 4000, "q with zeros": 4000, "disjoint supports": 2000, "p == q": 1000,
+             "one-hot p": 500, "1000-token vocabulary": 6000}
+N_BATCH = {name: 10 * n for name, n in N_SAMPLER.items()} | {"1000-token vocabulary": 10000}
+N_BATCH_MIXED = 20000
+N_BLOCK = {1: 4000, 3: 6000}
+
+
+# ----------------------------------------------------------------------------- part 1
+def _assert_close(got, want, what: str) -> None:
+    if not isinstance(got, (float, int, np.floating, np.integer)) and np.ndim(got) != 0:
+        raise AssertionError(f"{what}: expected a single number, got {type(got).__name__} {np.shape(got)}")
+    got = float(got)
+    if not np.isfinite(got) or abs(got - want) > TOL:
+        raise AssertionError(f"{what}: you return {got:.6g}, the correct value is {want:.6g}")
+
+
+def _acceptance_table(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    safe = np.where(q > 0, q, 1.0)
+    return np.where(q > 0, np.minimum(1.0, p / safe), np.nan)
+
+
+def check_acceptance_prob(acceptance_prob: Callable) -> None:
+    """Values of min(1, p(x)/q(x)) on every drafted token; ValueError for never-drafted ones."""
+    for name, (p, q) in pairs().items():
+        want = _acceptance_table(p, q)
+        for x in range(len(p)) if len(p) < 20 else range(0, len(p), 37):
+            if q[x] == 0:
+                try:
+                    acceptance_prob(p.copy(), q.copy(), x)
+                except ValueError:
+                    continue
+                raise AssertionError(
+                    f"acceptance_prob on pair '{name}', token {x}: q[{x}] = 0, so this token is never "
+                    f"drafted; a clear ValueError is expected, nothing was raised")
+            got = acceptance_prob(p.copy(), q.copy(), x)
+            _assert_close(got, want[x], f"acceptance_prob on pair '{name}', token {x}")
+
+
+def _residual_table(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    diff = np.maximum(p - q, 0.0)
+    return diff / diff.sum()
+
+
+def check_residual_distribution(residual_distribution: Callable) -> None:
+    """norm(max(p - q, 0)) on every pair; a ValueError when p == q (no residual mass)."""
+    for name, (p, q) in pairs().items():
+        if np.array_equal(p, q):
+            try:
+                got = residual_distribution(p.copy(), q.copy())
+            except ValueError:
+                continue
+            raise AssertionError(
+                f"residual_distribution on pair '{name}' (p == q): the residual has no mass, a clear "
+                f"ValueError is expected, but you returned {np.round(np.asarray(got, float), 4)}")
+        got = np.asarray(residual_distribution(p.copy(), q.copy()), dtype=float)
+        want = _residual_table(p, q)
+        if got.shape != want.shape:
+            raise AssertionError(f"residual_distribution on pair '{name}': shape {got.shape}, expected {want.shape}")
+        if not np.all(np.isfinite(got)) or abs(got.sum() - 1) > 1e-6 or np.any(got < 0):
+            raise AssertionError(
+                f"residual_distribution on pair '{name}': the result is not a probability vector "
+                f"(sum {got.sum():.6g}, min {np.nanmin(got):.3g})")
+        err = np.abs(got - want)
+        if err.max() > 1e-9:
+            i = int(np.argmax(err))
+            raise AssertionError(
+                f"residual_distribution on pair '{name}': total variation {0.5 * err.sum():.4f} from the "
+                f"correct residual; token {i} differs most ({got[i]:.4f} instead of {want[i]:.4f})")
+
+
+def bad_inputs() -> dict[str, tuple[object, object]]:
+    """(p, q) pairs that are not two distributions over the same vocabulary."""
+    ok = np.array([0.2, 0.3, 0.5])
+    return {
+        "a negative entry in p": (np.array([-0.1, 0.6, 0.5]), ok),
+        "a NaN in q": (ok, np.array([0.2, np.nan, 0.8])),
+        "an infinite entry in p": (np.array([np.inf, 0.5, 0.5]), ok),
+        "p sums to 0.9": (np.array([0.2, 0.2, 0.5]), ok),
+        "q sums to 1.1": (ok, np.array([0.3, 0.3, 0.5])),
+        "p and q of different lengths": (ok, np.array([0.25, 0.25, 0.25, 0.25])),
+        "a 2-D p": (np.array([[0.2, 0.3, 0.5]]), ok),
+        "an empty p": (np.array([]), ok),
+    }
+
+
+def check_input_validation(acceptance_prob: Callable, residual_distribution: Callable) -> None:
+    """Both functions raise ValueError on invalid inputs and accept sums within 1e-9 of 1."""
+    for what, (p, q) in bad_inputs().items():
+        for fname, call in (("acceptance_prob", lambda: acceptance_prob(p, q, 0)),
+                            ("residual_distribution", lambda: residual_distribution(p, q))):
+            try:
+                call()
+            except ValueError:
+                continue
+            except Exception as err:  # noqa: BLE001 - the student must raise ValueError, nothing else
+                raise AssertionError(f"{fname} with {what}: expected ValueError, got {type(err).__name__}: {err}")
+            raise AssertionError(f"{fname} with {what}: expected a ValueError, nothing was raised")
+    p = np.array([0.1, 0.2, 0.3, 0.4 + 1e-10])
+    q = np.array([0.4, 0.3, 0.2, 0.1 - 1e-10])
+    acceptance_prob(p, q, 1)
+    residual_distribution(p, q)
+    for bad_x in (-1, 4, 1.5):
+        try:
+            acceptance_prob(p, q, bad_x)
+        except (ValueError, TypeError, IndexError):
+            continue
+        raise AssertionError(f"acceptance_prob with token x = {bad_x!r} (vocabulary of 4): expected a ValueError")
+
+
+# ----------------------------------------------------------------------------- part 2
+def exact_law(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Law of a correct speculative sampler's output: p itself (the theorem under test)."""
+    return np.asarray(p, dtype=float)
+
+
+def _draw_scalar(p: np.ndarray, q: np.ndarray) -> Callable:
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        out = np.empty(n, dtype=np.int64)
+        for t in range(n):
+            x = fn(p.copy(), q.copy(), rng)
+            if not isinstance(x, (int, np.integer)):
+                raise AssertionError(f"speculative_sample must return an int token, got {type(x).__name__}")
+            out[t] = x
+        return out
+    return draw
+
+
+def sampler_cases() -> list[ExactnessCase]:
+    return [ExactnessCase(f"speculative_sample on pair '{name}'", exact_law(p, q), N_SAMPLER[name],
+                          _draw_scalar(p, q), pooled=_pooled(p, q))
+            for name, (p, q) in pairs().items()]
+
+
+def _check_cases(cases: list[ExactnessCase], fn: Callable, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for case in cases:
+        check_case(case, fn, rng, ALPHA_CELL / len(cases))
+
+
+def check_sampler(speculative_sample: Callable) -> None:
+    _check_cases(sampler_cases(), speculative_sample, seed=20261)
+
+
+# ----------------------------------------------------------------------------- part 3
+@dataclass(frozen=True)
+class Bigram:
+    """Toy target and draft over a small vocabulary: next-token rows indexed by the previous token."""
+
+    target: np.ndarray  # (V, V): target[c] = p(. | previous token c)
+    draft: np.ndarray  # (V, V): draft[c] = q(. | previous token c)
+    start: int  # previous token before the block
+
+
+def toy_bigram() -> Bigram:
+    target = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8], [0.3, 0.6, 0.1]])
+    draft = np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3], [0.3, 0.3, 0.4]])
+    return Bigram(target, draft, start=0)
+
+
+def _rows(model: Bigram, drafted: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    ctx = (model.start, *drafted)
+    return model.target[list(ctx)], model.draft[list(ctx[:-1])]  # (k+1, V), (k, V)
+
+
+def block_outcomes(vocab: int, k: int) -> list[tuple[int, ...]]:
+    return [s for length in range(1, k + 2) for s in itertools.product(range(vocab), repeat=length)]
+
+
+def block_law(model: Bigram, k: int) -> np.ndarray:
+    """Exact law of the tokens a correct verification emits, over block_outcomes(V, k)."""
+    vocab = model.target.shape[0]
+    index = {s: i for i, s in enumerate(block_outcomes(vocab, k))}
+    law = np.zeros(len(index))
+    for drafted in itertools.product(range(vocab), repeat=k):
+        p_rows, q_rows = _rows(model, drafted)
+        prob = np.prod([q_rows[i, x] for i, x in enumerate(drafted)])
+        for i, x in enumerate(drafted):  # reach position i with every earlier draft accepted
+            if prob == 0:
+                break
+            a = min(1.0, p_rows[i, x] / q_rows[i, x])
+            if a < 1:
+                resid = _residual_table(p_rows[i], q_rows[i])
+                for y in range(vocab):
+                    law[index[(*drafted[:i], y)]] += prob * (1 - a) * resid[y]
+            prob *= a
+        if prob > 0:
+            for y in range(vocab):
+                law[index[(*drafted, y)]] += prob * p_rows[k, y]
+    assert abs(law.sum() - 1) < 1e-12
+    return law
+
+
+def _call_block(fn: Callable, drafted, p_rows, q_rows, rng, where: str) -> tuple[list[int], int]:
+    k = len(drafted)
+    result = fn(np.array(drafted), p_rows.copy(), q_rows.copy(), rng)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise AssertionError(f"{where}: verify_block must return a pair (tokens, n_accepted)")
+    tokens, n_acc = result
+    tokens = [int(t) for t in np.asarray(tokens).ravel()]
+    if not isinstance(n_acc, (int, np.integer)) or not 0 <= n_acc <= k:
+        raise AssertionError(f"{where}: n_accepted = {n_acc!r} is not an integer in [0, k = {k}]")
+    if len(tokens) != n_acc + 1:
+        raise AssertionError(
+            f"{where}: you emitted {len(tokens)} tokens with n_accepted = {n_acc}; a block emits "
+            f"the accepted drafts plus exactly one more token")
+    if tuple(tokens[:n_acc]) != tuple(int(t) for t in drafted[:n_acc]):
+        raise AssertionError(f"{where}: the first n_accepted = {n_acc} emitted tokens are not the drafted ones")
+    return tokens, int(n_acc)
+
+
+def _draw_block(model: Bigram, k: int) -> Callable:
+    index = {s: i for i, s in enumerate(block_outcomes(model.target.shape[0], k))}
+
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        out = np.empty(n, dtype=np.int64)
+        for t in range(n):
+            drafted, ctx = [], model.start
+            for _ in range(k):  # autoregressive drafting from q
+                ctx = int(rng.choice(len(model.draft), p=model.draft[ctx]))
+                drafted.append(ctx)
+            p_rows, q_rows = _rows(model, tuple(drafted))
+            tokens, _ = _call_block(fn, drafted, p_rows, q_rows, rng, f"verify_block with k = {k}")
+            out[t] = index[tuple(tokens)]
+        return out
+    return draw
+
+
+def block_cases() -> list[ExactnessCase]:
+    model = toy_bigram()
+    vocab = model.target.shape[0]
+    return [ExactnessCase(f"verify_block on a toy bigram target/draft, k = {k}", block_law(model, k), N_BLOCK[k],
+                          _draw_block(model, k), labels=[f"emitted {list(s)}" for s in block_outcomes(vocab, k)])
+            for k in sorted(N_BLOCK)]
+
+
+def check_block_structure(verify_block: Callable) -> None:
+    """Forced outcomes that need no statistics: full acceptance, forced rejection, bonus row."""
+    rng = np.random.default_rng(7)
+    onehot = np.eye(4)
+    uniform = np.full(4, 0.25)
+    mix = np.array([0.1, 0.2, 0.3, 0.4])
+    for k in (1, 2, 3):
+        drafted = [1, 3, 0][:k]
+        # p == q at every drafted position: all k accepted, bonus from the last target row (one-hot at 2)
+        q_rows = np.stack([uniform, mix, uniform][:k])
+        p_rows = np.concatenate([q_rows, onehot[[2]]])
+        for _ in range(20):
+            tokens, n_acc = _call_block(verify_block, drafted, p_rows, q_rows, rng, f"k = {k}, p rows == q rows")
+            if n_acc != k or tokens[-1] != 2:
+                raise AssertionError(
+                    f"verify_block with k = {k} and p == q at every drafted position: every draft must be "
+                    f"accepted and the extra token drawn from the target's row k (one-hot at token 2); "
+                    f"you emitted {tokens} with n_accepted = {n_acc}")
+        # the target gives the first drafted token probability 0: rejected at once, correction from p row 0
+        p_rows2 = np.concatenate([onehot[[0]], np.stack([mix] * k)])
+        q_rows2 = np.stack([onehot[1]] + [mix] * (k - 1))
+        for _ in range(20):
+            tokens, n_acc = _call_block(verify_block, drafted, p_rows2, q_rows2, rng, f"k = {k}, forced rejection")
+            if n_acc != 0 or tokens != [0]:
+                raise AssertionError(
+                    f"verify_block with k = {k} where the target gives the first drafted token probability 0 "
+                    f"(target row 0 one-hot at token 0): you emitted {tokens} with n_accepted = {n_acc}")
+
+
+def check_block_exactness(verify_block: Callable) -> None:
+    _check_cases(block_cases(), verify_block, seed=20263)
+
+
+# ----------------------------------------------------------------------------- part 4
+def alpha_cases() -> list[tuple[object, object, float]]:
+    """(n_accepted, k, pooled alpha) worked by hand: accepted drafts / verified drafts."""
+    return [
+        ([2, 0, 3], 3, 5 / 7),  # verified 3 + 1 + 3
+        ([0, 0], 4, 0.0),
+        ([4, 4, 4], 4, 1.0),
+        ([1, 2], [2, 5], 3 / 5),  # verified 2 + 3
+        (np.array([3, 1, 0, 2]), 3, 6 / 9),  # verified 3 + 2 + 1 + 3
+    ]
+
+
+def check_alpha_estimator(estimate_alpha: Callable) -> None:
+    for n_acc, k, want in alpha_cases():
+        _assert_close(estimate_alpha(n_acc, k), want, f"estimate_alpha(n_accepted={[int(v) for v in np.ravel(n_acc)]}, k={k})")
+    for n_acc, k in (([4], 3), ([-1], 3), ([], 3), ([1], 0)):
+        try:
+            estimate_alpha(n_acc, k)
+        except ValueError:
+            continue
+        raise AssertionError(f"estimate_alpha(n_accepted={n_acc}, k={k}): invalid logs, a ValueError is expected")
+
+
+# ----------------------------------------------------------------------------- part 5
+def _draw_batch(p: np.ndarray, q: np.ndarray) -> Callable:
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        out = np.asarray(fn(np.tile(p, (n, 1)), np.tile(q, (n, 1)), rng))
+        if out.shape != (n,) or not np.issubdtype(out.dtype, np.integer):
+            raise AssertionError(f"speculative_sample_batch on {n} rows returned {out.dtype} of shape {out.shape};"
+                                 f" expected integer tokens of shape ({n},)")
+        return out
+    return draw
+
+
+def _draw_batch_mixed(pair_a, pair_b) -> Callable:
+    """Rows alternate between two pairs; outcome = (token of an a-row, token of the next b-row)."""
+    vocab = len(pair_b[0])
+
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        p = np.stack([pair_a[0], pair_b[0]] * n)
+        q = np.stack([pair_a[1], pair_b[1]] * n)
+        out = np.asarray(fn(p, q, rng))
+        if out.shape != (2 * n,):
+            raise AssertionError(f"speculative_sample_batch on {2 * n} rows returned shape {out.shape}")
+        return out[0::2] * vocab + out[1::2]
+    return draw
+
+
+def batch_cases() -> list[ExactnessCase]:
+    cases = [ExactnessCase(f"speculative_sample_batch on {N_BATCH[name]} copies of pair '{name}'",
+                           exact_law(p, q), N_BATCH[name], _draw_batch(p, q), pooled=_pooled(p, q))
+             for name, (p, q) in pairs().items()]
+    a, b = pairs()["reversed"], pairs()["q with zeros"]
+    vocab = len(b[0])
+    law = np.outer(exact_law(*a), exact_law(*b)).ravel()
+    labels = [f"(row of 'reversed' -> {i}, row of 'q with zeros' -> {j})" for i in range(4) for j in range(vocab)]
+    cases.append(ExactnessCase("speculative_sample_batch on rows alternating between two pairs", law,
+                               N_BATCH_MIXED, _draw_batch_mixed(a, b), labels=labels))
+    return cases
+
+
+def check_batch_exactness(speculative_sample_batch: Callable) -> None:
+    _check_cases(batch_cases(), speculative_sample_batch, seed=20265)
+
+
+def _loop_baseline(p_rows: np.ndarray, q_rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A plain Python loop over a single-position sampler (the baseline of the speed test)."""
+    out = np.empty(len(p_rows), dtype=np.int64)
+    for b in range(len(p_rows)):
+        p, q = p_rows[b], q_rows[b]
+        x = int(rng.choice(len(q), p=q))
+        if rng.random() < min(1.0, p[x] / q[x]):
+            out[b] = x
+        else:
+            out[b] = int(rng.choice(len(p), p=_residual_table(p, q)))
+    return out
+
+
+def measure_speedup(batch_fn: Callable, rows: int = 20000, loop_rows: int = 1000, repeats: int = 5) -> float:
+    """Per-row time of the loop baseline / per-row time of batch_fn: medians of repeats after warm-up."""
+    p, q = pairs()["reversed"]
+    rng = np.random.default_rng(3)
+    big_p, big_q = np.tile(p, (rows, 1)), np.tile(q, (rows, 1))
+    small_p, small_q = big_p[:loop_rows], big_q[:loop_rows]
+
+    def timed(fn, a, b) -> float:
+        t0 = time.perf_counter()
+        fn(a, b, rng)
+        return time.perf_counter() - t0
+
+    batch_fn(small_p, small_q, rng)  # warm-up
+    _loop_baseline(small_p[:50], small_q[:50], rng)
+    t_batch = np.median([timed(batch_fn, big_p, big_q) for _ in range(repeats)]) / rows
+    t_loop = np.median([timed(_loop_baseline, small_p, small_q) for _ in range(3)]) / loop_rows
+    return float(t_loop / t_batch)
+
+
+def check_batch_speed(speculative_sample_batch: Callable) -> None:
+    speedup = measure_speedup(speculative_sample_batch)
+    if speedup < SPEEDUP_REQUIRED:
+        raise AssertionError(
+            f"speculative_sample_batch is {speedup:.1f}x faster per row than a Python loop over a "
+            f"single-position sampler; at least {SPEEDUP_REQUIRED:.0f}x is required")
+
+
+# ----------------------------------------------------------------------------- registry
+@dataclass(frozen=True)
+class CellSpec:
+    """One graded test cell: what it checks, its points, and its statistical cases (if any)."""
+
+    grade_id: str
+    part: int
+    points: int
+    check: Callable
+    args: tuple[str, ...]  # names of the student's functions passed to check, in order
+    cases: Callable[[], list[ExactnessCase]] | None = None  # None: deterministic check
+    seed: int | None = None
+
+
+CELLS: list[CellSpec] = [
+    CellSpec("test_acceptance_prob", 1, 2, check_acceptance_prob, ("acceptance_prob",)),
+    CellSpec("test_residual_distribution", 1, 2, check_residual_distribution, ("residual_distribution",)),
+    CellSpec("test_input_validation", 1, 1, check_input_validation, ("acceptance_prob", "residual_distribution")),
+    CellSpec("test_sampler_exactness", 2, 4, check_sampler, ("speculative_sample",), sampler_cases, 20261),
+    CellSpec("test_block_structure", 3, 2, check_block_structure, ("verify_block",)),
+    CellSpec("test_block_exactness", 3, 3, check_block_exactness, ("verify_block",), block_cases, 20263),
+    CellSpec("test_alpha_estimator", 4, 2, check_alpha_estimator, ("estimate_alpha",)),
+    CellSpec("test_batch_exactness", 5, 3, check_batch_exactness, ("speculative_sample_batch",), batch_cases, 20265),
+    CellSpec("test_batch_speed", 5, 1, check_batch_speed, ("speculative_sample_batch",)),
+]

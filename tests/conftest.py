@@ -1,0 +1,85 @@
+"""Shared fixtures: a throw-away nbgrader course that runs the REAL nbgrader commands.
+
+`nbgrader_course` builds a course in tmp_path that uses the repository's
+configuration (autograder/nbgrader_config.py) and the repository's solutions/,
+but writes its release, submissions, autograded notebooks and gradebook under
+tmp_path only. Submissions are added as notebooks; `autograde` runs
+`nbgrader autograde` as a subprocess; `scores` reads the gradebook.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `autograder` is imported from the checkout, it is not an installed package
+    sys.path.insert(0, str(ROOT))
+BIN = Path(sys.executable).parent  # the venv's bin: nbgrader, and alembic which the gradebook needs
+
+
+@dataclass
+class NbgraderCourse:
+    root: Path
+
+    def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+        proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=self.root, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise AssertionError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        return proc
+
+    def generate(self, lab: str) -> Path:
+        """`nbgrader generate_assignment`: the student version, and the lab in this course's gradebook."""
+        self.run("generate_assignment", lab, "--force")
+        return self.root / "labs" / lab
+
+    def add_submission(self, student: str, lab: str, nb: nbformat.NotebookNode, name: str | None = None) -> Path:
+        path = self.root / "submitted" / student / lab / f"{name or lab}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, path)
+        return path
+
+    def autograde(self, lab: str, student: str = "*", exclude: str = "") -> float:
+        """Run `nbgrader autograde` once for the students matching `student` (a glob) except the
+        comma-separated `exclude`; return its wall time."""
+        t0 = time.perf_counter()
+        self.run("autograde", lab, "--force", f"--student={student}",
+                 f"--CourseDirectory.student_id_exclude={exclude}")
+        return time.perf_counter() - t0
+
+    def scores(self, lab: str, student: str, notebook: str | None = None) -> dict[str, tuple[float, float]]:
+        """grade cell id -> (score, max score) from the gradebook."""
+        from nbgrader.api import Gradebook
+
+        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}") as gb:
+            nb = gb.find_submission_notebook(notebook or lab, lab, student)
+            return {g.name: (float(g.score), float(g.max_score)) for g in nb.grades}
+
+
+@pytest.fixture
+def nbgrader_course(tmp_path: Path) -> NbgraderCourse:
+    return make_course(tmp_path)
+
+
+def make_course(root: Path) -> NbgraderCourse:
+    """A course at root using the repository's configuration and solutions/."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "nbgrader_config.py").write_text(
+        "c = get_config()\n"
+        f"load_subconfig({str(ROOT / 'autograder' / 'nbgrader_config.py')!r})\n")
+    (root / "solutions").symlink_to(ROOT / "solutions", target_is_directory=True)
+    return NbgraderCourse(root)
+
+
+@pytest.fixture(scope="session")
+def session_course(tmp_path_factory) -> NbgraderCourse:
+    """One course for the whole session (expensive autograding runs are shared between tests)."""
+    return make_course(tmp_path_factory.mktemp("course"))

@@ -1,0 +1,65 @@
+"""Lab 1 under the REAL `nbgrader autograde`: reference, untouched release, every mutant.
+
+One session-scoped course holds all submissions: the reference solution is
+autograded alone (its wall time is the per-submission budget check, <= 60 s), then
+the untouched release notebook and one student per catalog mutant are autograded
+in a single `nbgrader autograde` call.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.checks.lab1 import CELLS
+from autograder.mutants import make_submission
+from autograder.mutants.lab1 import MUTANTS
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = "lab1"
+BUDGET_S = 60.0
+POINTS = {c.grade_id: c.points for c in CELLS}
+PART = {c.grade_id: c.part for c in CELLS}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def lab1_graded(session_course):
+    """Autograde reference (alone, timed), then release + all mutants (one call)."""
+    course = session_course
+    release_dir = course.generate(LAB)
+    source = nbformat.read(ROOT / "solutions" / LAB / f"{LAB}.ipynb", as_version=4)
+    release = nbformat.read(release_dir / f"{LAB}.ipynb", as_version=4)
+    course.add_submission("reference", LAB, make_submission(release, source))
+    reference_s = course.autograde(LAB, "reference")
+    course.add_submission("untouched", LAB, release)
+    for m in MUTANTS:
+        course.add_submission(f"mutant_{m.name}", LAB, make_submission(release, source, m))
+    others_s = course.autograde(LAB, "*", exclude="reference")
+    return course, {"reference_s": reference_s, "others_s": others_s, "n_others": 1 + len(MUTANTS)}
+
+
+def test_reference_gets_full_marks_within_budget(lab1_graded):
+    course, timing = lab1_graded
+    scores = course.scores(LAB, "reference")
+    assert scores == {g: (float(p), float(p)) for g, p in POINTS.items()}
+    print(f"autograding the reference submission alone took {timing['reference_s']:.1f} s; "
+          f"the other {timing['n_others']} submissions in one call took {timing['others_s']:.1f} s")
+    assert timing["reference_s"] <= BUDGET_S
+
+
+def test_untouched_release_gets_zero(lab1_graded):
+    course, _ = lab1_graded
+    scores = course.scores(LAB, "untouched")
+    assert set(scores) == set(POINTS)
+    assert all(score == 0 for score, _ in scores.values()), scores
+
+
+@pytest.mark.parametrize("m", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_mutant_loses_points_in_its_part(lab1_graded, m):
+    course, _ = lab1_graded
+    scores = course.scores(LAB, f"mutant_{m.name}")
+    lost = {g for g, (score, top) in scores.items() if score < top}
+    assert any(PART[g] == m.part for g in lost), f"{m.name} ({m.doc}) lost points only in {sorted(lost)}"
