@@ -50,6 +50,7 @@ __all__ = [
     "decode_step_flops",
     "DecodeBytes",
     "roofline",
+    "forward_step_fns",
     "forward_times",
 ]
 
@@ -360,23 +361,18 @@ def decode_step_flops(cfg, context_len: int, new_tokens: int = 1, batch: int = 1
 
 
 # ------------------------------------------------------------------- forward timings
-@torch.inference_mode()
-def forward_times(
+def forward_step_fns(
     model,
     new_tokens: Sequence[int],
     context_len: int = 128,
     batch: int = 1,
-    repeats: int = 7,
-    warmup: int = 2,
     seed: int = 0,
-    progress: bool | None = None,
-) -> dict[int, Timing]:
-    """Wall time of one cached forward of T new tokens after ``context_len`` cached tokens,
-    for every T in ``new_tokens``, interleaved in one run.
+) -> dict[int, Callable[[], object]]:
+    """Closures, one per T in ``new_tokens``, each running one cached forward of T new tokens
+    after ``context_len`` cached tokens (rolling the cache back first, O(1)).
 
-    The cache is filled once with random tokens; before each timed call it is rolled back
-    to ``context_len`` (O(1)), so every call sees the same context and writes the same slots.
-    T = 1 is a decode step; T = k + 1 is the verification of k drafted tokens.
+    The cache is filled once with random tokens, so every call sees the same context and
+    writes the same slots. Use with ``time_interleaved`` to time several models in one run.
     """
     sizes = [int(t) for t in new_tokens]
     if not sizes or min(sizes) < 1:
@@ -391,16 +387,37 @@ def forward_times(
     vocab = model.cfg.vocab_size
     context = torch.randint(vocab, (batch, context_len), generator=gen).to(device)
     cache = model.new_cache(batch=batch, max_len=capacity)
-    model(context, torch.arange(context_len, device=device), cache)
+    with torch.inference_mode():
+        model(context, torch.arange(context_len, device=device), cache)
     blocks = {t: torch.randint(vocab, (batch, t), generator=gen).to(device) for t in sizes}
     positions = {t: torch.arange(context_len, context_len + t, device=device) for t in sizes}
 
     def step(t: int) -> Callable[[], object]:
+        @torch.inference_mode()
         def run():
             cache.rollback(context_len)
             return model(blocks[t], positions[t], cache)
 
         return run
 
-    timings = time_interleaved([step(t) for t in sizes], [f"T={t}" for t in sizes], repeats, warmup, device, progress)
-    return dict(zip(sizes, timings))
+    return {t: step(t) for t in sizes}
+
+
+def forward_times(
+    model,
+    new_tokens: Sequence[int],
+    context_len: int = 128,
+    batch: int = 1,
+    repeats: int = 7,
+    warmup: int = 2,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> dict[int, Timing]:
+    """Wall time of one cached forward of T new tokens after ``context_len`` cached tokens,
+    for every T in ``new_tokens``, interleaved in one run.
+
+    T = 1 is a decode step; T = k + 1 is the verification of k drafted tokens.
+    """
+    fns = forward_step_fns(model, new_tokens, context_len, batch, seed)
+    timings = time_interleaved(list(fns.values()), [f"T={t}" for t in fns], repeats, warmup, model.device, progress)
+    return dict(zip(fns, timings))

@@ -21,6 +21,7 @@ from speclab.measure import (
     copy_bytes,
     decode_step_bytes,
     decode_step_flops,
+    forward_step_fns,
     forward_times,
     matmul_flops,
     matmul_throughput,
@@ -183,3 +184,19 @@ def test_forward_times_interleaves_sizes_and_leaves_the_cache_usable():
         forward_times(model, [1], context_len=model.cfg.max_len)
     with pytest.raises(ValueError):
         forward_times(model, [0])
+
+
+def test_forward_step_fns_give_the_cache_free_logits_every_call():
+    """Each closure rolls the cache back, so repeated calls compute the same thing, and that
+    thing is the forward of context + block without a cache."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig.preset("tiny")).eval()
+    fns = measure_fns = forward_step_fns(model, [1, 3], context_len=6, seed=1)
+    first, again = measure_fns[3](), fns[3]()
+    torch.testing.assert_close(first, again)
+    gen = torch.Generator().manual_seed(1)  # the same random context and blocks the closures drew
+    context = torch.randint(model.cfg.vocab_size, (1, 6), generator=gen)
+    blocks = {t: torch.randint(model.cfg.vocab_size, (1, t), generator=gen) for t in (1, 3)}
+    with torch.inference_mode():
+        full = model(torch.cat([context, blocks[3]], dim=1))
+    torch.testing.assert_close(first, full[:, 6:], rtol=1e-4, atol=1e-5)
