@@ -39,7 +39,7 @@ DEFAULT_WORK = Path("runs")
 
 # Hyper-parameters of the shipped run (one place; the model card quotes them).
 RECIPES = {
-    "target": dict(steps=1000, batch=16, block=256, lr=2e-3, warmup=50),
+    "target": dict(steps=700, batch=16, block=256, lr=2e-3, warmup=50),
     "draft": dict(steps=500, batch=16, block=256, lr=3e-3, warmup=50),
 }
 
@@ -99,17 +99,28 @@ def train_one(
     out: Path,
     teacher: GPT | None = None,
     save_every: float = 180.0,
+    allow_new_schedule: bool = False,
 ) -> GPT:
     torch.manual_seed(seed)
     data = torch.frombuffer(bytearray(load_split("train")), dtype=torch.uint8)
     model = GPT(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], betas=(0.9, 0.95), weight_decay=0.1)
     state_path = work / f"{name}.state.pt"
-    step, elapsed = 0, 0.0
+    step, elapsed, schedule_changes = 0, 0.0, []
     if state_path.exists():
         state = torch.load(state_path, map_location=device)
-        if state["config"] != cfg.to_dict() or state["recipe"] != recipe or state["seed"] != seed:
-            raise RuntimeError(f"{state_path} belongs to a different run; delete it to start afresh")
+        old = state["recipe"]
+        only_steps_differ = {k: v for k, v in old.items() if k != "steps"} == {k: v for k, v in recipe.items() if k != "steps"}
+        if state["config"] != cfg.to_dict() or state["seed"] != seed or not (
+            old == recipe or (allow_new_schedule and only_steps_differ and state["step"] <= recipe["steps"])
+        ):
+            raise RuntimeError(
+                f"{state_path} belongs to a different run (or a different step count: see --allow-new-schedule); "
+                "delete it to start afresh"
+            )
+        schedule_changes = list(state.get("schedule_changes", []))
+        if old != recipe:  # the cosine schedule is stretched/shrunk from here on; recorded in the manifest
+            schedule_changes.append({"at_step": state["step"], "old_steps": old["steps"], "new_steps": recipe["steps"]})
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step, elapsed = state["step"], state["elapsed"]
@@ -120,7 +131,7 @@ def train_one(
         tmp = state_path.with_suffix(".tmp")
         torch.save(
             {"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": elapsed,
-             "config": cfg.to_dict(), "recipe": recipe, "seed": seed},
+             "config": cfg.to_dict(), "recipe": recipe, "seed": seed, "schedule_changes": schedule_changes},
             tmp,
         )
         os.replace(tmp, state_path)
@@ -165,7 +176,7 @@ def train_one(
         "warmup": recipe["warmup"], "distilled_from_target": teacher is not None,
         "final_loss_ema": round(ema, 4) if ema is not None else None,
         "objective": "KL(p || q) to the target at T=1" if teacher is not None else "next-byte cross-entropy",
-        "train_seconds": round(elapsed, 1), "device": str(device),
+        "train_seconds": round(elapsed, 1), "device": str(device), "schedule_changes": schedule_changes,
         "hardware": f"{platform.processor() or platform.machine()}, torch threads={torch.get_num_threads()}",
         "torch": torch.__version__, "python": platform.python_version(),
     }
@@ -185,6 +196,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: robust when the cores are shared)")
     ap.add_argument("--steps-scale", type=float, default=1.0, help="multiply every step count (smoke tests)")
+    ap.add_argument("--allow-new-schedule", action="store_true",
+                    help="resume a saved state whose recipe differs only in its step count (recorded in the manifest)")
     ap.add_argument("--save-every", type=float, default=180.0, help="seconds between resumable saves")
     args = ap.parse_args(argv)
 
@@ -197,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     target = None
     if args.only in (None, "target"):
         target = train_one("target", GPTConfig.preset("target"), recipes["target"], device, args.seed,
-                           work, args.out, save_every=args.save_every)
+                           work, args.out, save_every=args.save_every, allow_new_schedule=args.allow_new_schedule)
     if args.only in (None, "draft"):
         teacher = None
         if not args.no_distill:
@@ -209,7 +222,8 @@ def main(argv: list[str] | None = None) -> None:
         # the undistilled draft ships beside the pair only to report what distillation does to alpha
         name = "draft_undistilled" if args.no_distill else "draft"
         train_one(name, GPTConfig.preset("draft"), recipes["draft"], device, args.seed + 1,
-                  work, args.out, teacher=teacher, save_every=args.save_every)
+                  work, args.out, teacher=teacher, save_every=args.save_every,
+                  allow_new_schedule=args.allow_new_schedule)
 
 
 if __name__ == "__main__":
