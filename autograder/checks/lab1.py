@@ -65,11 +65,11 @@ def _pooled(p: np.ndarray, q: np.ndarray) -> dict[str, np.ndarray]:
 
 # Samples per case, chosen with `python -m autograder.power lab1` so that every mutant
 # of the catalog is caught with probability >= 0.999.
-N_SAMPLER = {"reversed": 4000, "q with zeros": 4000, "disjoint supports": 2000, "p == q": 1000,
-             "one-hot p": 500, "1000-token vocabulary": 6000}
-N_BATCH = {name: 10 * n for name, n in N_SAMPLER.items()} | {"1000-token vocabulary": 10000}
+N_SAMPLER = {"reversed": 2000, "q with zeros": 1000, "disjoint supports": 500, "p == q": 500,
+             "one-hot p": 200, "1000-token vocabulary": 1000}
+N_BATCH = {name: 10 * n for name, n in N_SAMPLER.items()} | {"1000-token vocabulary": 4000}
 N_BATCH_MIXED = 20000
-N_BLOCK = {1: 4000, 3: 6000}
+N_BLOCK = {1: 1000, 3: 1500}
 
 
 # ----------------------------------------------------------------------------- part 1
@@ -279,14 +279,17 @@ def _draw_block(model: Bigram, k: int) -> Callable:
     index = {s: i for i, s in enumerate(block_outcomes(model.target.shape[0], k))}
 
     def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        drafted = np.empty((n, k), dtype=np.int64)  # autoregressive drafting from q, all blocks at once
+        ctx = np.full(n, model.start)
+        for i in range(k):
+            cdf = np.cumsum(model.draft[ctx], axis=1)
+            ctx = np.minimum((cdf <= rng.random(n)[:, None]).sum(axis=1), len(model.draft) - 1)
+            drafted[:, i] = ctx
         out = np.empty(n, dtype=np.int64)
         for t in range(n):
-            drafted, ctx = [], model.start
-            for _ in range(k):  # autoregressive drafting from q
-                ctx = int(rng.choice(len(model.draft), p=model.draft[ctx]))
-                drafted.append(ctx)
-            p_rows, q_rows = _rows(model, tuple(drafted))
-            tokens, _ = _call_block(fn, drafted, p_rows, q_rows, rng, f"verify_block with k = {k}")
+            d = tuple(int(x) for x in drafted[t])
+            p_rows, q_rows = _rows(model, d)
+            tokens, _ = _call_block(fn, d, p_rows, q_rows, rng, f"verify_block with k = {k}")
             out[t] = index[tuple(tokens)]
         return out
     return draw
@@ -327,6 +330,9 @@ def check_block_structure(verify_block: Callable) -> None:
                 raise AssertionError(
                     f"verify_block with k = {k} where the target gives the first drafted token probability 0 "
                     f"(target row 0 one-hot at token 0): you emitted {tokens} with n_accepted = {n_acc}")
+
+
+check_block_structure.randomised = True  # forced outcomes for a correct verifier, not for a wrong one
 
 
 def check_block_exactness(verify_block: Callable) -> None:
@@ -411,8 +417,12 @@ def _loop_baseline(p_rows: np.ndarray, q_rows: np.ndarray, rng: np.random.Genera
     return out
 
 
-def measure_speedup(batch_fn: Callable, rows: int = 20000, loop_rows: int = 1000, repeats: int = 5) -> float:
-    """Per-row time of the loop baseline / per-row time of batch_fn: medians of repeats after warm-up."""
+def measure_speedup(batch_fn: Callable, rows: int = 50000, loop_rows: int = 500, repeats: int = 7) -> float:
+    """Per-row time of the loop baseline / per-row time of batch_fn.
+
+    Medians over repeats after a warm-up; the two are timed in alternation so that a
+    load change on a shared machine hits both alike.
+    """
     p, q = pairs()["reversed"]
     rng = np.random.default_rng(3)
     big_p, big_q = np.tile(p, (rows, 1)), np.tile(q, (rows, 1))
@@ -425,9 +435,11 @@ def measure_speedup(batch_fn: Callable, rows: int = 20000, loop_rows: int = 1000
 
     batch_fn(small_p, small_q, rng)  # warm-up
     _loop_baseline(small_p[:50], small_q[:50], rng)
-    t_batch = np.median([timed(batch_fn, big_p, big_q) for _ in range(repeats)]) / rows
-    t_loop = np.median([timed(_loop_baseline, small_p, small_q) for _ in range(3)]) / loop_rows
-    return float(t_loop / t_batch)
+    t_batch, t_loop = [], []
+    for _ in range(repeats):
+        t_batch.append(timed(batch_fn, big_p, big_q) / rows)
+        t_loop.append(timed(_loop_baseline, small_p, small_q) / loop_rows)
+    return float(np.median(t_loop) / np.median(t_batch))
 
 
 def check_batch_speed(speculative_sample_batch: Callable) -> None:
@@ -436,6 +448,9 @@ def check_batch_speed(speculative_sample_batch: Callable) -> None:
         raise AssertionError(
             f"speculative_sample_batch is {speedup:.1f}x faster per row than a Python loop over a "
             f"single-position sampler; at least {SPEEDUP_REQUIRED:.0f}x is required")
+
+
+check_batch_speed.randomised = True  # a timing
 
 
 # ----------------------------------------------------------------------------- registry
@@ -451,6 +466,16 @@ class CellSpec:
     cases: Callable[[], list[ExactnessCase]] | None = None  # None: deterministic check
     seed: int | None = None
 
+
+# Why the cells without statistical cases cannot fail a correct implementation.
+DETERMINISTIC_NOTES = {
+    "test_acceptance_prob": "0: exact values, tolerance 1e-9, no randomness",
+    "test_residual_distribution": "0: exact values, tolerance 1e-9, no randomness",
+    "test_input_validation": "0: ValueError expected on fixed invalid inputs, no randomness",
+    "test_block_structure": "0: outcomes forced for a correct verifier (acceptance probabilities 1 or 0, one-hot rows)",
+    "test_alpha_estimator": "0: values worked by hand, tolerance 1e-9, no randomness",
+    "test_batch_speed": f"timing: fails only if the measured speed-up is < {SPEEDUP_REQUIRED:.0f}x",
+}
 
 CELLS: list[CellSpec] = [
     CellSpec("test_acceptance_prob", 1, 2, check_acceptance_prob, ("acceptance_prob",)),

@@ -1,0 +1,157 @@
+"""False-failure bounds of the hidden tests and their power against every mutant.
+
+    .venv/bin/python -m autograder.power lab1            # print the tables
+    .venv/bin/python -m autograder.power lab1 --json F   # also write them to F
+
+Notation: p = target distribution, q = draft distribution.
+
+False failure (a correct implementation fails a test cell): for every statistical
+case, the exact binomial tails of its acceptance regions are summed (union bound);
+a cell's bound is the sum over its cases. The bound holds for any seed; grading
+uses fixed seeds. Deterministic cells (no randomness) cannot fail a correct
+implementation (their tolerance is 1e-9 on exactly computed values).
+
+Detection (power) of a mutant, in the part it breaks:
+* by a deterministic cell without randomness: 1 if the check fails, else 0;
+* by a statistical case: the mutant's law is estimated from M fresh draws (other
+  seeds), each event's probability is replaced by the end of its Clopper-Pearson
+  interval (level 1 - 1e-4) nearest to the correct value, and the exact binomial
+  probability that the hidden test's count leaves its acceptance region is taken
+  (`stats.power_lower_bound`): a lower bound on the power. A draw that violates the
+  output contract (wrong length, crash) is an outcome of probability 0 under a
+  correct implementation: the power is then at least 1 - (1 - rho)^n with rho
+  the Clopper-Pearson lower end of the violation rate.
+The mutant's detection probability is the largest lower bound over its part's cells.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import nbformat
+import numpy as np
+from scipy import stats as st
+from tqdm import tqdm
+
+from autograder.checks.stats import ExactnessCase, case_false_failure_bound, power_from_outcomes
+from autograder.mutants import Mutant, mutant_namespace
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF_FAIL = 1e-4
+TARGET = 0.999
+
+
+def _violation_power(case: ExactnessCase, bad: int, total: int, chunk: int) -> float:
+    """Lower bound on P(detect) from the rate of draws (or chunks) that break the contract."""
+    rho = st.beta.ppf(CONF_FAIL, bad, total - bad + 1) if bad > 0 else 0.0
+    draws = case.n / chunk  # independent tries inside one hidden test
+    return float(1 - (1 - rho) ** draws)
+
+
+def case_power(case: ExactnessCase, alpha_case: float, fn, seed: int, draws: int, chunk: int) -> float:
+    """Power lower bound of one case against fn, from `draws` fresh draws taken `chunk` at a time."""
+    rng = np.random.default_rng(seed)
+    outcomes, bad, total = [], 0, 0
+    for _ in range(max(1, draws // chunk)):
+        total += 1
+        try:
+            outcomes.append(np.asarray(case.draw(fn, rng, chunk)).astype(np.int64))
+        except Exception:  # noqa: BLE001 - any crash or contract violation counts as detected
+            bad += 1
+            if bad >= 5:  # enough to show a violation rate; stop early
+                break
+    if bad:
+        return _violation_power(case, bad, total, chunk)
+    return power_from_outcomes(case, alpha_case, np.concatenate(outcomes), CONF_FAIL)
+
+
+def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None) -> dict:
+    checks = importlib.import_module(f"autograder.checks.{lab}")
+    catalog: list[Mutant] = importlib.import_module(f"autograder.mutants.{lab}").MUTANTS
+    source = nbformat.read(ROOT / "solutions" / lab / f"{lab}.ipynb", as_version=4)
+    report = {"lab": lab, "alpha_cell": checks.ALPHA_CELL, "cells": [], "mutants": []}
+    for cell in checks.CELLS:
+        entry = {"grade_id": cell.grade_id, "part": cell.part, "points": cell.points}
+        if cell.cases is None:
+            entry.update(kind="deterministic", false_failure=0.0, note=checks.DETERMINISTIC_NOTES[cell.grade_id])
+            if cell.grade_id == "test_batch_speed":
+                ref = mutant_namespace(source, None)["speculative_sample_batch"]
+                entry["reference_speedup"] = round(checks.measure_speedup(ref), 1)
+                entry["note"] += f" (the reference measured {entry['reference_speedup']}x here)"
+        else:
+            cases = cell.cases()
+            alpha_case = checks.ALPHA_CELL / len(cases)
+            bounds = {c.name: case_false_failure_bound(c, alpha_case) for c in cases}
+            entry.update(kind="statistical", false_failure=sum(bounds.values()), cases=bounds,
+                         n={c.name: c.n for c in cases})
+        report["cells"].append(entry)
+
+    for m in tqdm([m for m in catalog if only is None or m.name in only], desc="mutants", file=sys.stderr):
+        ns = mutant_namespace(source, m)
+        best, via = 0.0, None
+        t0 = time.perf_counter()
+        for cell in [c for c in checks.CELLS if c.part == m.part]:
+            args = [ns[a] for a in cell.args]
+            if cell.cases is None:
+                if getattr(cell.check, "randomised", False):
+                    continue  # its outcome for a wrong implementation may depend on the seed
+                try:
+                    cell.check(*args)
+                except Exception:  # noqa: BLE001
+                    best, via = 1.0, cell.grade_id
+                    break
+                continue
+            cases = cell.cases()
+            alpha_case = checks.ALPHA_CELL / len(cases)
+            for i, case in enumerate(cases):
+                chunk = case.n if "batch" in cell.grade_id else 1  # a batch sampler is drawn a whole batch at a time
+                power = case_power(case, alpha_case, args[0], seed=1000 + i, draws=draws_scale * case.n, chunk=chunk)
+                if power > best:
+                    best, via = power, f"{cell.grade_id}: {case.name}"
+                if best >= TARGET:
+                    break
+            if best >= TARGET:
+                break
+        report["mutants"].append({"name": m.name, "part": m.part, "doc": m.doc, "detection": best, "via": via,
+                                  "seconds": round(time.perf_counter() - t0, 1)})
+    return report
+
+
+def print_report(report: dict) -> None:
+    print(f"Lab {report['lab']}: hidden test cells (false-failure budget {report['alpha_cell']:.0e} per cell)")
+    print(f"{'cell':28s} {'part':>4s} {'points':>6s}  false-failure probability (correct implementation)")
+    for c in report["cells"]:
+        how = c["note"] if c["kind"] == "deterministic" else (
+            f"<= {c['false_failure']:.2e} (exact binomial tails, union bound over {len(c['cases'])} cases)")
+        print(f"{c['grade_id']:28s} {c['part']:>4d} {c['points']:>6d}  {how}")
+    print(f"\nMutants: probability that the hidden tests of the broken part catch each one (lower bound)")
+    for m in report["mutants"]:
+        flag = "" if m["detection"] >= TARGET else "   <-- BELOW 0.999"
+        miss = 1 - m["detection"]
+        shown = f">= 1 - {miss:.1e}" if miss > 0 else "= 1 (to double precision)"
+        print(f"{m['name']:38s} part {m['part']}  {shown:24s} via {m['via']}{flag}")
+        print(f"{'':38s}   {m['doc']}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("lab")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--draws-scale", type=int, default=10, help="fresh draws per case = this x the test's n")
+    parser.add_argument("--only", nargs="*", help="mutant names")
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    report = lab_power(args.lab, args.draws_scale, args.only)
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    return 0 if all(m["detection"] >= TARGET for m in report["mutants"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
