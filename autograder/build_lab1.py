@@ -375,7 +375,9 @@ speedup = _t_loop / _t_batch
 print(f"loop {_t_loop * 1e6:.2f} µs/row, batch {_t_batch * 1e6:.3f} µs/row: {speedup:.0f}x faster")
 """),
     test("test_batch_speed", """
-assert speedup >= 50, f"only {speedup:.1f}x faster than the loop"
+# The grade comes from the grader's own timing (your batch sampler against its loop, in alternation);
+# your measurement above should be well over 50x so that load on the grading machine cannot matter.
+print(f"your measured speed-up: {speedup:.0f}x")
 """),
     md("plot", """
 ## Your sampler against p, and the theoretical α

@@ -222,5 +222,15 @@ def test_power_report_is_current_and_meets_target():
     assert all(cell["false_failure"] <= L.ALPHA_CELL for cell in report["cells"])
 
 
+@pytest.mark.slow
+def test_power_is_recomputed_for_one_mutant():
+    """The power computation itself, on a sampler mutant with few fresh draws (a weaker lower bound)."""
+    from autograder.power import lab_power
+
+    report = lab_power("lab1", draws_scale=3, only=["sampler_drafts_argmax"])
+    (m,) = report["mutants"]
+    assert m["detection"] >= 0.999 and m["via"].startswith("test_sampler_exactness")
+
+
 def test_strip_markers():
     assert strip_markers("a\n    ### BEGIN SOLUTION\nb\n    ### END SOLUTION\nc") == "a\nb\nc"
