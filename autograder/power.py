@@ -21,7 +21,14 @@ Detection (power) of a mutant, in the part it breaks:
   output contract (wrong length, crash) is an outcome of probability 0 under a
   correct implementation: the power is then at least 1 - (1 - rho)^n with rho
   the Clopper-Pearson lower end of the violation rate.
-The mutant's detection probability is the largest lower bound over its part's cells.
+The mutant's detection probability is the largest lower bound over its part's cells
+(the search stops at the first cell or case that reaches 0.999).
+
+What a lab provides: `autograder.checks.<lab>` with CELLS (CellSpec list), ALPHA_CELL,
+DETERMINISTIC_NOTES (grade id -> why a correct implementation cannot fail it), an
+optional report_extra(grade_id, reference_namespace) -> str, and `check.randomised =
+True` on deterministic checks whose verdict on a wrong implementation may depend on
+the seed; `autograder.mutants.<lab>` with MUTANTS; `solutions/<lab>/<lab>.ipynb`.
 """
 from __future__ import annotations
 
@@ -74,15 +81,14 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None) ->
     checks = importlib.import_module(f"autograder.checks.{lab}")
     catalog: list[Mutant] = importlib.import_module(f"autograder.mutants.{lab}").MUTANTS
     source = nbformat.read(ROOT / "solutions" / lab / f"{lab}.ipynb", as_version=4)
+    reference = mutant_namespace(source, None)
     report = {"lab": lab, "alpha_cell": checks.ALPHA_CELL, "cells": [], "mutants": []}
     for cell in checks.CELLS:
         entry = {"grade_id": cell.grade_id, "part": cell.part, "points": cell.points}
         if cell.cases is None:
-            entry.update(kind="deterministic", false_failure=0.0, note=checks.DETERMINISTIC_NOTES[cell.grade_id])
-            if cell.grade_id == "test_batch_speed":
-                ref = mutant_namespace(source, None)["speculative_sample_batch"]
-                entry["reference_speedup"] = round(checks.measure_speedup(ref), 1)
-                entry["note"] += f" (the reference measured {entry['reference_speedup']}x here)"
+            extra = getattr(checks, "report_extra", lambda grade_id, ns: "")(cell.grade_id, reference)
+            entry.update(kind="deterministic", false_failure=0.0,
+                         note=checks.DETERMINISTIC_NOTES[cell.grade_id] + extra)
         else:
             cases = cell.cases()
             alpha_case = checks.ALPHA_CELL / len(cases)
@@ -109,7 +115,7 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None) ->
             cases = cell.cases()
             alpha_case = checks.ALPHA_CELL / len(cases)
             for i, case in enumerate(cases):
-                chunk = case.n if "batch" in cell.grade_id else 1  # a batch sampler is drawn a whole batch at a time
+                chunk = case.n if case.batched else 1
                 power = case_power(case, alpha_case, args[0], seed=1000 + i, draws=draws_scale * case.n, chunk=chunk)
                 if power > best:
                     best, via = power, f"{cell.grade_id}: {case.name}"

@@ -59,6 +59,7 @@ class ExactnessCase:
     draw: Callable[[Callable, np.random.Generator, int], np.ndarray]
     labels: Sequence[str] | None = None  # how outcome i is named in messages
     pooled: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (K,) bool mask
+    batched: bool = False  # draw() must get all n at once (a batch sampler): the power uses whole batches
 
     def __post_init__(self) -> None:
         law = np.asarray(self.law, dtype=float)
