@@ -211,7 +211,8 @@ def speculative_sample(p, q, rng: np.random.Generator) -> int:
 _rng = np.random.default_rng(0)
 _p, _q = np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1])
 _freq = np.bincount([speculative_sample(_p, _q, _rng) for _ in range(4000)], minlength=4) / 4000
-assert np.abs(_freq - _p).max() < 0.05, _freq  # 0.05 is more than 6 standard deviations
+# 0.05 is more than 6 standard deviations of a frequency here
+assert np.abs(_freq - _p).max() < 0.05, f"your frequencies {np.round(_freq, 3)} are far from p = {_p}"
 """),
     md("part3", f"""
 ## Part 3: verifying a block of k drafted tokens (5 points)
@@ -351,7 +352,9 @@ def speculative_sample_batch(p, q, rng: np.random.Generator) -> np.ndarray:
     test("test_batch_exactness", """
 _p, _q = np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1])
 _out = speculative_sample_batch(np.tile(_p, (40000, 1)), np.tile(_q, (40000, 1)), np.random.default_rng(5))
-assert _out.shape == (40000,) and np.abs(np.bincount(_out, minlength=4) / 40000 - _p).max() < 0.015
+assert _out.shape == (40000,), f"expected 40000 tokens, got shape {_out.shape}"
+_freq = np.bincount(_out, minlength=4) / 40000
+assert np.abs(_freq - _p).max() < 0.015, f"your frequencies {np.round(_freq, 3)} are far from p = {_p}"
 """),
     md("part5-speed", "Your speed-up, per row, against a Python loop over your `speculative_sample` (median of repeats after a warm-up):"),
     code("""

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m autograder.power lab1            # print the tables
     .venv/bin/python -m autograder.power lab1 --json F   # also write them to F
+    .venv/bin/python -m autograder.power lab1 --show F   # print a saved report, recompute nothing
 
 Notation: p = target distribution, q = draft distribution.
 
@@ -135,6 +136,11 @@ def print_report(report: dict) -> None:
         how = c["note"] if c["kind"] == "deterministic" else (
             f"<= {c['false_failure']:.2e} (exact binomial tails, union bound over {len(c['cases'])} cases)")
         print(f"{c['grade_id']:28s} {c['part']:>4d} {c['points']:>6d}  {how}")
+    parts: dict[int, int] = {}
+    for c in report["cells"]:
+        parts[c["part"]] = parts.get(c["part"], 0) + c["points"]
+    print("points per part: " + ", ".join(f"part {k}: {v}" for k, v in sorted(parts.items()))
+          + f" (total {sum(parts.values())})")
     print(f"\nMutants: probability that the hidden tests of the broken part catch each one (lower bound)")
     for m in report["mutants"]:
         flag = "" if m["detection"] >= TARGET else "   <-- BELOW 0.999"
@@ -150,7 +156,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--draws-scale", type=int, default=10, help="fresh draws per case = this x the test's n")
     parser.add_argument("--only", nargs="*", help="mutant names")
+    parser.add_argument("--show", type=Path, help="print this saved report instead of computing one")
     args = parser.parse_args(argv)
+    if args.show:
+        print_report(json.loads(args.show.read_text()))
+        return 0
     warnings.simplefilter("ignore")
     report = lab_power(args.lab, args.draws_scale, args.only)
     print_report(report)

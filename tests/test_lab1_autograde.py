@@ -63,3 +63,17 @@ def test_mutant_loses_points_in_its_part(lab1_graded, m):
     scores = course.scores(LAB, f"mutant_{m.name}")
     lost = {g for g, (score, top) in scores.items() if score < top}
     assert any(PART[g] == m.part for g in lost), f"{m.name} ({m.doc}) lost points only in {sorted(lost)}"
+
+
+def test_failure_message_reaches_the_student_without_the_solution(lab1_graded):
+    """The autograded notebook shows which property failed and by how much, and no solution code.
+
+    This mutant passes the visible check (one (p, q) pair for every row), so the message is the hidden test's.
+    """
+    course, _ = lab1_graded
+    nb = nbformat.read(course.root / "autograded" / "mutant_batch_ratio_from_first_row" / LAB / f"{LAB}.ipynb",
+                       as_version=4)
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_batch_exactness"]
+    text = "\n".join(o.get("evalue", "") + "".join(o.get("traceback", [])) for o in cell.outputs)
+    assert "total variation" in text and "standard deviations" in text
+    assert "np.maximum(p - q" not in text and "BEGIN SOLUTION" not in text
