@@ -97,3 +97,11 @@ def heldout_windows(n_windows: int, length: int, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     starts = torch.randint(0, data.numel() - length + 1, (n_windows,), generator=g)
     return torch.stack([data[s : s + length] for s in starts.tolist()]).long()
+
+
+if __name__ == "__main__":  # python -m speclab.data: the corpus figures quoted in the model card
+    import platform
+
+    print(f"stdlib folder {stdlib_root()} (Python {platform.python_version()})")
+    for name in ("train", "heldout"):
+        print(f"  {name:<8} {len(corpus_files(name)):4d} files  {len(load_split(name)):>10,d} bytes")

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads for the timings (default 1)")
     ap.add_argument("--window", type=int, default=256)
-    ap.add_argument("--max-bytes", type=int, default=262144, help="score the first this many held-out bytes (0 = all)")
+    ap.add_argument("--max-bytes", type=int, default=0, help="score only the first this many held-out bytes (default 0 = all of them)")
     ap.add_argument("--context", type=int, default=128, help="cached context before the timed forward")
     ap.add_argument("--repeats", type=int, default=300)
     ap.add_argument("--skip-timing", action="store_true")
