@@ -107,7 +107,8 @@ def device_name(device: torch.device | str | None = None) -> str:
                     break
     except OSError:
         pass
-    return f"{device.type} ({cpu}, {torch.get_num_threads()} threads)"
+    threads = torch.get_num_threads()
+    return f"{device.type} ({cpu}, {threads} thread{'' if threads == 1 else 's'})"
 
 
 def synchronize(device: torch.device | str | None) -> None:
