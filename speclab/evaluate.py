@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -197,7 +198,11 @@ def main(argv: list[str] | None = None) -> dict:
         curve = verify_cost_curve(target, args.context, 9, max(50, args.repeats * 2 // 3))
         results["cost_ratio"] = cost
         results["verify_curve"] = curve
+        load = os.getloadavg() if hasattr(os, "getloadavg") else None
+        results["load_average_1m"] = load[0] if load else None
         print(f"\nTimings: batch 1, KV cache with {args.context} bytes, {args.threads} thread(s), medians of interleaved repeats")
+        if load:  # timings on shared cores move with the load from other processes
+            print(f"  load average (1 min) {load[0]:.2f} on {os.cpu_count()} logical CPUs")
         print(f"  target decode step {cost['target_s'] * 1e3:.3f} ms, draft decode step {cost['draft_s'] * 1e3:.3f} ms")
         print(f"  c = T_target / T_draft = {cost['c']:.2f}")
         print("  target forward over m = k+1 new tokens, time relative to m = 1:")
