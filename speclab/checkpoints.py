@@ -52,7 +52,7 @@ def save_model(model: GPT, path: Path) -> None:
 
 def _retrain_hint(directory: Path) -> str:
     where = "" if directory == WEIGHTS_DIR else f" --out {directory}"
-    return f"Retrain the pair with `{RETRAIN_COMMAND}{where}` (about half an hour on a 2-core CPU; see speclab/MODEL_CARD.md)."
+    return f"Retrain the pair with `{RETRAIN_COMMAND}{where}` (under an hour on a 2-core CPU; see speclab/MODEL_CARD.md)."
 
 
 def _read_manifest(directory: Path) -> dict:
