@@ -4,10 +4,10 @@ Design (see autograder/README.md for the instructor's view):
 - a template course is built once per lab (`nbgrader generate_assignment` into
   OUT/template): its gradebook lists the notebooks, grade cells and points;
 - every student is graded in a scratch course of its own (OUT/work/<student>): a copy of
-  the template gradebook, the student's files, `nbgrader autograde` then
-  `nbgrader generate_feedback`, all inside the sandbox (autograder.sandbox). No two
+  the template gradebook, the student's notebooks, `nbgrader autograde` inside the sandbox
+  (autograder.sandbox); feedback HTML is generated once from the merged gradebook. No two
   students share a process, a directory or a gradebook, so workers never write the same
-  sqlite file;
+  sqlite file; the lab's own cells are first put back as released (`normalise`);
 - a clean re-check (autograder.replay) re-runs each notebook whose cells scored in a fresh
   interpreter with the course modules restored before every test cell; a graded cell keeps
   the lower of the two scores;
@@ -278,8 +278,9 @@ def _cell_problems(nb_path: Path) -> list[str]:
         meta = c.get("metadata", {}).get("nbgrader", {})
         graded = meta.get("grade") and not meta.get("solution")
         for o in c.get("outputs", []):
-            if o.get("output_type") == "error" and not graded and o.get("ename") in ("CellTimeoutError", "DeadKernelError"):
-                lines.append(f"cell {c.get('id', '?')}: {o.get('ename')}: {str(o.get('evalue', ''))[:160]}".rstrip(": "))
+            if o.get("output_type") == "error" and not graded and o.get("ename") not in ("NotImplementedError",):
+                ename = "interrupted at the cell time limit" if o.get("ename") == "KeyboardInterrupt" else o.get("ename")
+                lines.append(f"cell {c.get('id', '?')}: {ename}: {str(o.get('evalue', ''))[:160]}".rstrip(": "))
                 break
             if o.get("output_type") == "error" and graded:
                 ename = o.get("ename", "")
@@ -303,7 +304,10 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     dest = root / "submitted" / student / cfg.lab
     dest.mkdir(parents=True)
     for name, path in usable.items():
-        shutil.copyfile(path, dest / f"{name}.ipynb")
+        release = json.loads((cfg.out / "template" / "labs" / cfg.lab / f"{name}.ipynb").read_text())
+        fixed, lines = normalise(json.loads(path.read_bytes()), release)
+        problems += [f"{name}.ipynb {line}" for line in lines]
+        (dest / f"{name}.ipynb").write_text(json.dumps(fixed, indent=1))
     uid = UID_BASE + slot
     sandbox.give_to(root, uid)
     scores = {nb: {g: 0.0 for g in cells} for nb, cells in layout.items()}
@@ -317,13 +321,23 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
             graded = root / "autograded" / student / cfg.lab / f"{name}.ipynb"
             if res.timed_out:
                 problems.append(f"{name}.ipynb: grading stopped at the {lim.notebook_timeout_s} s notebook limit")
-            if not graded.exists():
-                problems.append(f"{name}.ipynb: {_why_failed(res.log)}; 0 points for its cells")
-                scores[name] = {g: 0.0 for g in layout[name]}
+            if not graded.exists():  # nbgrader gave up (the kernel died): score what ran, in a clean re-run
+                graded.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(dest / f"{name}.ipynb", graded)
+                passed = _recheck(cfg, root, graded, env, uid, name)
+                scores[name] = {g: (pts if passed.get(g, (False, ""))[0] else 0.0) for g, pts in layout[name].items()}
+                problems.append(f"{name}.ipynb: {_why_failed(res.log)}; only the test cells that passed before "
+                                f"that count ({sum(scores[name].values()):g} points)")
                 continue
             problems += [f"{name}.ipynb {line}" for line in _cell_problems(graded)]
             if cfg.recheck and any(scores[name].values()):
-                problems += _recheck(cfg, root, graded, env, uid, scores[name], name)
+                passed = _recheck(cfg, root, graded, env, uid, name)
+                for gid, score in scores[name].items():
+                    ok, err = passed.get(gid, (False, "not reached in the clean re-run"))
+                    if score > 0 and not ok:
+                        scores[name][gid] = 0.0
+                        problems.append(f"{name}.ipynb {gid}: passed inside the notebook but fails in a clean "
+                                        f"re-run ({err[:160]}); 0 points (did the notebook tamper with grading?)")
     result = {
         "student": student, "lab": cfg.lab, "submission_sha256": submission_hash(folder),
         "scores": scores, "score": round(sum(sum(c.values()) for c in scores.values()), 6),
@@ -334,8 +348,8 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     return result
 
 
-def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, cell_scores: dict, name: str) -> list[str]:
-    """Clean re-run of the notebook; a graded cell that fails there keeps 0 points."""
+def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, name: str) -> dict[str, tuple[bool, str]]:
+    """Clean re-run of a notebook (autograder/replay.py): grade id -> (passed, error)."""
     out = root / "tmp" / f"recheck-{name}.jsonl"
     copy = root / "tmp" / f"recheck-{name}.ipynb"
     shutil.copyfile(graded, copy)
@@ -350,19 +364,10 @@ def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, cell_sc
         for line in out.read_text(errors="replace").splitlines():
             try:
                 rec = json.loads(line)
-                passed[rec["grade_id"]] = (bool(rec["passed"]), str(rec.get("error") or ""))
+                passed.setdefault(rec["grade_id"], (bool(rec["passed"]), str(rec.get("error") or "")))
             except (ValueError, KeyError, TypeError):
                 continue
-    lines = []
-    for gid, score in cell_scores.items():
-        if score <= 0:
-            continue
-        ok, err = passed.get(gid, (False, "not reached in the clean re-run"))
-        if not ok:
-            cell_scores[gid] = 0.0
-            lines.append(f"{name}.ipynb {gid}: passed inside the notebook but fails in a clean re-run "
-                         f"({err[:160]}); 0 points (did the notebook tamper with the grading environment?)")
-    return lines
+    return passed
 
 
 def _publish(cfg: Config, root: Path, student: str, result: dict) -> None:
@@ -531,3 +536,89 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
 def as_dict(cfg: Config) -> dict:
     d = asdict(cfg)
     return {k: str(v) if isinstance(v, Path) else v for k, v in d.items()}
+
+
+# ----------------------------------------------------------------------------- normalise
+def _gid(cell: dict) -> str | None:
+    meta = cell.get("metadata", {}).get("nbgrader") or {}
+    return meta.get("grade_id") if isinstance(meta, dict) else None
+
+
+def normalise(student_nb: dict, release_nb: dict) -> tuple[dict, list[str]]:
+    """The student's notebook rebuilt on the release notebook's skeleton; lines saying what was fixed.
+
+    The lab's own cells (instructions, set-up, tests: everything that is not a solution cell)
+    are the instructor's: each is put back as released, in its place, whatever the student
+    did to it (deleted, edited, moved, duplicated, turned into markdown, metadata stripped).
+    Each solution cell is the student's (its first copy); the student's other cells keep
+    their order and follow the lab cell they followed in the submission. The student's code
+    therefore runs in the order they wrote it, and the tests run exactly as released.
+    """
+    import copy
+
+    release_cells = release_nb["cells"]
+    rel_by_gid = {_gid(c): c for c in release_cells if _gid(c)}
+    solution_ids = {g for g, c in rel_by_gid.items() if c["metadata"]["nbgrader"].get("solution")}
+    graded_ids = {g for g, c in rel_by_gid.items() if c["metadata"]["nbgrader"].get("grade")
+                  and not c["metadata"]["nbgrader"].get("solution")}
+    lines: list[str] = []
+    groups: dict[str | None, list[dict]] = {None: []}
+    solutions: dict[str, dict] = {}
+    seen: dict[str, int] = {}
+    anchor = None
+    for cell in student_nb.get("cells", []):
+        if not isinstance(cell, dict):
+            continue
+        g = _gid(cell)
+        if g in rel_by_gid:
+            seen[g] = seen.get(g, 0) + 1
+            rel = rel_by_gid[g]
+            if g in solution_ids and g not in solutions and cell.get("cell_type") == rel["cell_type"]:
+                solutions[g] = cell
+                anchor = g
+                continue
+            if g in solution_ids:  # a second copy of a solution cell: kept as the student's own code
+                cell = copy.deepcopy(cell)
+                cell["metadata"].pop("nbgrader", None)
+                groups.setdefault(anchor, []).append(cell)
+                continue
+            if seen[g] > 1:
+                if g in graded_ids:
+                    lines.append(f"{g}: duplicated; the copy was removed")
+                continue
+            if g in graded_ids:
+                if cell.get("cell_type") != "code":
+                    lines.append(f"{g}: turned into {cell.get('cell_type')}; restored as released")
+                elif "".join(cell.get("source", "")) != "".join(rel.get("source", "")):
+                    lines.append(f"{g}: edited; restored as released")
+            anchor = g
+            continue
+        groups.setdefault(anchor, []).append(cell)
+    order = [_gid(c) for c in release_cells]
+    if [g for g in order if g in seen] != list(seen):
+        lines.append("lab cells were moved; put back in their places")
+    for g in sorted(graded_ids - set(seen)):
+        lines.append(f"{g}: deleted; restored as released")
+    if not seen:
+        lines.append("no nbgrader metadata: the lab's cells were put back around the student's cells")
+    cells: list[dict] = list(groups[None])
+    for rc in release_cells:
+        g = _gid(rc)
+        cells.append(copy.deepcopy(solutions.get(g, rc)) if g in solution_ids else copy.deepcopy(rc))
+        cells += groups.get(g, []) if g else []
+    ids: set[str] = set()
+    for c in cells:
+        c.setdefault("metadata", {})
+        if c.get("cell_type") == "code":
+            c.setdefault("outputs", [])
+            c.setdefault("execution_count", None)
+        cid = c.get("id")
+        if not isinstance(cid, str) or cid in ids:
+            cid = uuid.uuid4().hex[:8]
+            while cid in ids:
+                cid = uuid.uuid4().hex[:8]
+        c["id"] = cid
+        ids.add(cid)
+    out = copy.deepcopy(release_nb)
+    out["cells"] = cells
+    return out, lines
