@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     g.add_argument("--force", action="store_true", help="grade again students that already have a result")
     g.add_argument("--student", action="append", default=[], help="grade only this student (repeatable)")
-    g.add_argument("--cell-timeout", type=int, default=Limits.cell_timeout_s, help="seconds per cell")
+    g.add_argument("--cell-timeout", type=int, default=None, help="seconds per cell (default: the lab's LAB_TIMEOUT)")
     g.add_argument("--notebook-timeout", type=int, default=Limits.notebook_timeout_s, help="seconds per notebook")
     g.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="address-space limit per student")
     g.add_argument("--output-kb", type=int, default=Limits.output_kb, help="printed output kept per stream")
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     limits = Limits(a.cell_timeout, a.notebook_timeout, a.memory_mb, Limits.file_mb, a.output_kb)
     cfg = Config(a.lab, a.submissions, a.out or REPO_ROOT / "grading" / a.lab, a.course_root.resolve(),
                  max(1, a.workers), a.force or bool(a.student), tuple(a.student), limits, not a.no_recheck)
-    results = grade_class(cfg, progress=sys.stderr.isatty() or True)
+    results = grade_class(cfg, progress=True)
     print(summary(cfg, build_template(cfg), results))
     return 0
 

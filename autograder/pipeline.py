@@ -126,8 +126,9 @@ def _course_config(root: Path, course_root: Path, limits: Limits | None) -> None
              f"load_subconfig({str(course_root / 'nbgrader_config.py')!r})",
              f"c.CourseDirectory.root = {str(root)!r}"]
     if limits is not None:
-        lines += [f"c.Execute.timeout = {limits.cell_timeout_s}",
-                  "c.Execute.interrupt_on_timeout = True",
+        if limits.cell_timeout_s is not None:
+            lines.append(f"c.Execute.timeout = {limits.cell_timeout_s}")
+        lines += ["c.Execute.interrupt_on_timeout = True",
                   "c.Execute.execute_retries = 0",
                   "c.LimitOutput.max_lines = 1000",
                   "c.LimitOutput.max_traceback = 100"]
@@ -257,6 +258,8 @@ def _nbgrader_scores(db: Path, lab: str, student: str, layout: dict) -> dict[str
 
 
 def _why_failed(log: str) -> str:
+    if "DatabaseError" in log or "OperationalError" in log or "file is not a database" in log:
+        return "the notebook damaged its grading directory (gradebook)"
     for pattern, why in ((r"DeadKernelError|Kernel died|kernel died", "the kernel died (crash, os._exit or memory)"),
                          (r"MemoryError", "ran out of memory"),
                          (r"CellTimeoutError|timed out|TimeoutError", "a cell ran past the time limit"),
@@ -316,12 +319,16 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
         res = sandbox.run([str(BIN / "nbgrader"), "autograde", cfg.lab, f"--student={student}", "--force"],
                           root, env, lim.notebook_timeout_s * len(usable) + 60, lim, uid,
                           log_path=root / "autograde.log")
-        scores = _nbgrader_scores(root / "gradebook.db", cfg.lab, student, layout)
+        try:
+            scores = _nbgrader_scores(root / "gradebook.db", cfg.lab, student, layout)
+            db_ok = True
+        except Exception:  # noqa: BLE001 - the notebook may have overwritten its scratch gradebook
+            db_ok = False
         for name in usable:
             graded = root / "autograded" / student / cfg.lab / f"{name}.ipynb"
             if res.timed_out:
                 problems.append(f"{name}.ipynb: grading stopped at the {lim.notebook_timeout_s} s notebook limit")
-            if not graded.exists():  # nbgrader gave up (the kernel died): score what ran, in a clean re-run
+            if not graded.exists() or not db_ok:  # nbgrader gave up (the kernel died): score what ran, in a clean re-run
                 graded.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(dest / f"{name}.ipynb", graded)
                 passed = _recheck(cfg, root, graded, env, uid, name)
@@ -348,6 +355,17 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     return result
 
 
+def _lab_timeout(lab: str) -> int:
+    """The per-cell limit the course configures for this lab (autograder/nbgrader_config.py)."""
+    try:
+        text = (REPO_ROOT / "autograder" / "nbgrader_config.py").read_text()
+        m = re.search(r"LAB_TIMEOUT = (\{[^}]*\})", text)
+        table = json.loads(m.group(1).replace("'", '"')) if m else {}
+        return int(table.get(lab, max(table.values(), default=120)))
+    except (OSError, ValueError, AttributeError):
+        return 120
+
+
 def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, name: str) -> dict[str, tuple[bool, str]]:
     """Clean re-run of a notebook (autograder/replay.py): grade id -> (passed, error)."""
     out = root / "tmp" / f"recheck-{name}.jsonl"
@@ -357,7 +375,7 @@ def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, name: s
     lim = cfg.limits
     sandbox.run([sys.executable, "-I", str(Path(__file__).with_name("replay.py")), str(copy), str(out),
                  "--root", str(cfg.course_root if (cfg.course_root / "autograder").is_dir() else REPO_ROOT),
-                 "--cell-timeout", str(lim.cell_timeout_s)],
+                 "--cell-timeout", str(lim.cell_timeout_s or _lab_timeout(cfg.lab))],
                 root / "tmp", env, lim.notebook_timeout_s, lim, uid, log_path=root / "recheck.log")
     passed: dict[str, tuple[bool, str]] = {}
     if out.exists():
@@ -599,6 +617,9 @@ def normalise(student_nb: dict, release_nb: dict) -> tuple[dict, list[str]]:
         lines.append("lab cells were moved; put back in their places")
     for g in sorted(graded_ids - set(seen)):
         lines.append(f"{g}: deleted; restored as released")
+    raw_ids = [c.get("id") for c in student_nb.get("cells", []) if isinstance(c, dict) and c.get("id")]
+    if len(raw_ids) != len(set(raw_ids)):
+        lines.append("duplicated cell ids; renumbered")
     if not seen:
         lines.append("no nbgrader metadata: the lab's cells were put back around the student's cells")
     cells: list[dict] = list(groups[None])

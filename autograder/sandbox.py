@@ -26,7 +26,7 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Limits:
-    cell_timeout_s: int = 60  # nbgrader Execute.timeout: per cell
+    cell_timeout_s: int | None = None  # nbgrader Execute.timeout per cell; None: the lab's (LAB_TIMEOUT)
     notebook_timeout_s: int = 600  # whole nbgrader call per notebook (and the clean re-check)
     memory_mb: int = 6144  # address space of the grading process tree
     file_mb: int = 200  # largest file the child may write
