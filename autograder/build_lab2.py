@@ -85,7 +85,7 @@ are for you, not for the grade.
 from speclab.checkpoints import load_pair
 from speclab.data import encode, decode, heldout_windows
 
-target, draft = load_pair(device=DEVICE)
+target, draft = load_pair(device=DEVICE, dtype=torch.float32)  # float32 everywhere: greedy ties stay ties
 print(f"device {DEVICE}; target {target.num_params():,} parameters, draft {draft.num_params():,}")
 """, "load", locked=True),
         md("part1", """

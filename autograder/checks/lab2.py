@@ -27,7 +27,7 @@ ATOL = 1e-4  # cache entries: incremental vs fresh prefill (float32 rounding is 
 SPEEDUP_CPU = 1.3  # best-k speedup over the course baseline required on a CPU (issue 6)
 SPEEDUP_CUDA = 1.0  # on a GPU the shipped pair is tiny and launch-bound: must not be slower (documented)
 THEORY_FRACTION = 0.75  # measured S >= 0.75 * the S predicted from the run's own alpha and c
-K_GRID = (4, 6, 8)  # draft lengths timed for "the best k"
+K_GRID = (3, 4, 6)  # draft lengths timed for "the best k"
 GRADING = os.environ.get("NBGRADER_EXECUTION") is not None
 
 _PAIR = {}
@@ -42,7 +42,9 @@ def shipped_pair():
     if "pair" not in _PAIR:
         from speclab.checkpoints import load_pair
 
-        _PAIR["pair"] = load_pair(device=device())
+        # float32 on every device: greedy equivalence compares argmaxes of a (k+1)-token verify with
+        # one-token steps, and half precision can flip near-ties between the two
+        _PAIR["pair"] = load_pair(device=device(), dtype=torch.float32)
     return _PAIR["pair"]
 
 
@@ -214,7 +216,8 @@ def _cost_ratios(target, draft, ks) -> tuple[float, dict]:
     labels = ["draft T=1"] + [f"target T={t}" for t in tf]
     times = time_interleaved([df[1]] + list(tf.values()), labels, repeats=7, warmup=2, device=target.device, progress=False)
     t_draft, t_target = times[0].median, times[1].median
-    verify = {k: times[2 + i].median / t_target for i, k in enumerate(ks)}
+    # a forward over k + 1 tokens cannot cost less than one over 1 token; a ratio below 1 is timing noise
+    verify = {k: max(1.0, times[2 + i].median / t_target) for i, k in enumerate(ks)}
     return t_target / t_draft, verify
 
 
@@ -224,6 +227,8 @@ def check_speedup(speculative_decode: Callable, autoregressive_decode: Callable)
     from speclab.sampling import generate
 
     target, draft = shipped_pair()
+    if target.device.type == "cpu":
+        torch.set_num_threads(1)  # one thread, as in the book: stable ratios on a shared machine
     pr = prompts(1, length=32, seed=5)[0]
     n_new = 128
     fns = [lambda: generate(target, pr[None], n_new, temperature=0),
