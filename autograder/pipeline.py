@@ -306,11 +306,13 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     usable, problems = _check_notebooks(folder, list(layout), lim.file_mb << 20)
     dest = root / "submitted" / student / cfg.lab
     dest.mkdir(parents=True)
+    pristine: dict[str, str] = {}  # the normalised notebooks, kept out of the students' reach
     for name, path in usable.items():
         release = json.loads((cfg.out / "template" / "labs" / cfg.lab / f"{name}.ipynb").read_text())
         fixed, lines = normalise(json.loads(path.read_bytes()), release)
         problems += [f"{name}.ipynb {line}" for line in lines]
-        (dest / f"{name}.ipynb").write_text(json.dumps(fixed, indent=1))
+        pristine[name] = json.dumps(fixed, indent=1)
+        (dest / f"{name}.ipynb").write_text(pristine[name])
     uid = UID_BASE + slot
     sandbox.give_to(root, uid)
     scores = {nb: {g: 0.0 for g in cells} for nb, cells in layout.items()}
@@ -329,8 +331,10 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
             if res.timed_out:
                 problems.append(f"{name}.ipynb: grading stopped at the {lim.notebook_timeout_s} s notebook limit")
             if not graded.exists() or not db_ok:  # nbgrader gave up (the kernel died): score what ran, in a clean re-run
+                shutil.rmtree(graded.parent, ignore_errors=True)
                 graded.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(dest / f"{name}.ipynb", graded)
+                graded.write_text(pristine[name])
+                (root / "tmp").mkdir(exist_ok=True)
                 passed = _recheck(cfg, root, graded, env, uid, name)
                 scores[name] = {g: (pts if passed.get(g, (False, ""))[0] else 0.0) for g, pts in layout[name].items()}
                 problems.append(f"{name}.ipynb: {_why_failed(res.log)}; only the test cells that passed before "
@@ -376,7 +380,7 @@ def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, name: s
     sandbox.run([sys.executable, "-I", str(Path(__file__).with_name("replay.py")), str(copy), str(out),
                  "--root", str(cfg.course_root if (cfg.course_root / "autograder").is_dir() else REPO_ROOT),
                  "--cell-timeout", str(lim.cell_timeout_s or _lab_timeout(cfg.lab))],
-                root / "tmp", env, lim.notebook_timeout_s, lim, uid, log_path=root / "recheck.log")
+                graded.parent, env, lim.notebook_timeout_s, lim, uid, log_path=root / "recheck.log")
     passed: dict[str, tuple[bool, str]] = {}
     if out.exists():
         for line in out.read_text(errors="replace").splitlines():
@@ -462,6 +466,13 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
             slot = slots.pop()
         try:
             return grade_student(cfg, layout, s, students[s], slot)
+        except Exception as err:  # noqa: BLE001 - one student's failure must not stop the class
+            result = {"student": s, "lab": cfg.lab, "submission_sha256": "", "seconds": 0.0,
+                      "scores": {nb: {g: 0.0 for g in cells} for nb, cells in layout.items()}, "score": 0.0,
+                      "max_score": sum(sum(c.values()) for c in layout.values()),
+                      "problems": [f"grading failed ({type(err).__name__}: {err}); grade this student again"]}
+            _publish(cfg, cfg.out / "work" / s, s, result)
+            return result
         finally:
             with lock:
                 slots.append(slot)

@@ -43,7 +43,9 @@ def source_notebook() -> nbformat.NotebookNode:
                       "### END HIDDEN TESTS", metadata=_meta("test_add", grade=True, locked=True, points=2)),
         new_code_cell("assert np.array_equal(scale([1, 2], 2), [2, 4])\n### BEGIN HIDDEN TESTS\n"
                       "assert np.array_equal(scale(np.arange(4), -3), np.arange(4) * -3)\n"
-                      "assert float(np.sum(scale(np.ones(3), 0.5))) == 1.5\n### END HIDDEN TESTS",
+                      "assert float(np.sum(scale(np.ones(3), 0.5))) == 1.5\n"
+                      "from scipy import stats\nassert stats.describe(scale(np.arange(4.0), -3)).mean == -4.5\n"
+                      "### END HIDDEN TESTS",
                       metadata=_meta("test_scale", grade=True, locked=True, points=3)),
     ]
     for i, c in enumerate(cells):
