@@ -549,8 +549,8 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
     lines.append(f"{'student':<{width}}  {'score':>7}  problems")
     for r in results:
         first = r["problems"][0] if r["problems"] else ""
-        more = f" (+{len(r['problems']) - 1} more)" if len(r["problems"]) > 1 else ""
-        lines.append(f"{r['student']:<{width}}  {r['score']:>3g}/{r['max_score']:<3g}  {first}{more}")
+        lines.append(f"{r['student']:<{width}}  {r['score']:>3g}/{r['max_score']:<3g}  {first}")
+        lines += [f"{'':<{width}}  {'':>7}  {p}" for p in r["problems"][1:]]
     if results:
         s = [r["score"] for r in results]
         lines.append(f"{len(results)} students graded; mean {statistics.mean(s):.2f}, min {min(s):g}, "
