@@ -184,7 +184,7 @@ prompt = heldout_windows(1, 32, seed=7)[0].to(DEVICE)
 ft = forward_times(target, [1] + [k + 1 for k in KS], context_len=64, repeats=5)
 fd = forward_times(draft, [1], context_len=64, repeats=5)
 c = ft[1].median / fd[1].median
-c_verify = {k: ft[k + 1].median / ft[1].median for k in KS}
+c_verify = {k: max(1.0, ft[k + 1].median / ft[1].median) for k in KS}  # below 1 is timing noise
 fns = [lambda: autoregressive_decode(target, prompt, N_NEW)]
 fns += [lambda k=k: speculative_decode(target, draft, prompt, N_NEW, k) for k in KS]
 times = time_interleaved(fns, repeats=3 if GRADING else 5, warmup=1, device=DEVICE)
@@ -267,6 +267,14 @@ Small models sit far below the copy bandwidth: their step time is per-layer over
 launches, Python), not bytes, which is why the draft costs nearly as much per layer as the target.
 As the weights grow past the caches the achieved bandwidth approaches the copy bandwidth and
 decoding is memory-bound: that is the regime where verifying k + 1 tokens costs about as much as one.
+
+**On a GPU** the same cells run with `DEVICE = cuda`: every timing is bracketed by
+`torch.cuda.synchronize()` (`sync()` here, `speclab.measure` in the grader), the pair stays in
+float32 so that greedy ties break the same way in a one-token step and a (k + 1)-token verify, and
+no CUDA graphs are used, so each small forward pays its kernel-launch overhead. The shipped pair is
+tiny for a GPU, so the grader only asks that the best k is not slower than the course's baseline
+there (1.0×, instead of 1.3× on a CPU), and still that the measured speedup reaches 0.75 × the
+prediction from the run's own α and c.
 """),
     ]
 

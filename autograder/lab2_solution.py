@@ -114,14 +114,31 @@ def speculative_decode(target, draft, prompt: torch.Tensor, max_new_tokens: int,
         drafts, qs = [], []
         last = seq[-1]
         for _ in range(k_step):
-            q = process_logits(forward(draft, dc, [last])[-1], temperature, top_k, top_p)  # [V]
-            last = int(torch.multinomial(q, 1, generator=generator))
+            logits = forward(draft, dc, [last])[-1]  # [V]
+            if temperature == 0:  # q is one-hot at the argmax: sampling it IS the argmax (no RNG, no sync)
+                last = int(logits.argmax())
+            else:
+                q = process_logits(logits, temperature, top_k, top_p)  # [V]
+                last = int(torch.multinomial(q, 1, generator=generator))
+                qs.append(q)
             drafts.append(last)
-            qs.append(q)
         # 2. verify: ONE target forward over seq[-1] and the k_step drafts -> k_step + 1 rows of p
-        ps = process_logits(forward(target, tc, [seq[-1]] + drafts), temperature, top_k, top_p)  # [k_step+1, V]
+        target_logits = forward(target, tc, [seq[-1]] + drafts)  # [k_step+1, V]
         # 3. accept/reject left to right (the Lab 1 rule)
         emitted = []
+        if temperature == 0:
+            # p and q are one-hot: accept x iff it is the target's argmax; the residual and the
+            # bonus are both one-hot at the target's argmax. Same rule, one host transfer.
+            best = target_logits.argmax(dim=-1).tolist()  # [k_step+1]
+            for i, x in enumerate(drafts):
+                emitted.append(best[i])
+                if best[i] != x:
+                    break
+            else:
+                emitted.append(best[k_step])
+            drafts = []  # nothing left for the sampling loop below
+        else:
+            ps = process_logits(target_logits, temperature, top_k, top_p)  # [k_step+1, V]
         for i, x in enumerate(drafts):
             u = float(torch.rand((), generator=generator, device=dev))
             if u * float(qs[i][x]) < float(ps[i, x]):  # u < p(x)/q(x)
@@ -131,7 +148,8 @@ def speculative_decode(target, draft, prompt: torch.Tensor, max_new_tokens: int,
             emitted.append(int(torch.multinomial(residual / residual.sum(), 1, generator=generator)))
             break
         else:
-            emitted.append(int(torch.multinomial(ps[k_step], 1, generator=generator)))  # bonus token from p
+            if temperature != 0:
+                emitted.append(int(torch.multinomial(ps[k_step], 1, generator=generator)))  # bonus token from p
         accepted.append(len(emitted) - 1)
         if eos is not None and eos in emitted:
             emitted = emitted[: emitted.index(eos) + 1]

@@ -235,7 +235,7 @@ def check_speedup(speculative_decode: Callable, autoregressive_decode: Callable)
            lambda: autoregressive_decode(target, pr, n_new, temperature=0.0)]
     fns += [lambda k=k: speculative_decode(target, draft, pr, n_new, k, temperature=0.0) for k in K_GRID]
     labels = ["course baseline", "your baseline"] + [f"speculative k={k}" for k in K_GRID]
-    times = time_interleaved(fns, labels, repeats=5, warmup=1, device=target.device, progress=False)
+    times = time_interleaved(fns, labels, repeats=7, warmup=1, device=target.device, progress=False)
     base = times[0].median
     measured = {k: base / times[2 + i].median for i, k in enumerate(K_GRID)}
     best_k = max(measured, key=measured.get)

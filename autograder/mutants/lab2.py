@@ -15,7 +15,8 @@ _HEAD, _REST = lab2_solution.PART2.split(BEGIN)
 _BODY = _REST.split(END)[0]
 _SIGNATURE = _HEAD.strip()
 
-_VERIFY = "ps = process_logits(forward(target, tc, [seq[-1]] + drafts), temperature, top_k, top_p)"
+_VERIFY = "target_logits = forward(target, tc, [seq[-1]] + drafts)  # [k_step+1, V]"
+_P = "ps = process_logits(target_logits, temperature, top_k, top_p)"
 
 # name -> (part, what is wrong, [(reference text, replacement)])
 EDITS: dict[str, tuple[int, str, list[tuple[str, str]]]] = {
@@ -30,10 +31,10 @@ EDITS: dict[str, tuple[int, str, list[tuple[str, str]]]] = {
         ("            forward(draft, dc, seq[dc.length:keep])\n", "            pass\n"),
     ]),
     "target_logits_shifted": (2, "Tests draft i against the target row of position i + 1 (logits shifted by one).", [
-        (_VERIFY, _VERIFY + "\n        ps = torch.cat([ps[1:], ps[-1:]])"),
+        (_VERIFY, _VERIFY + "\n        target_logits = torch.cat([target_logits[1:], target_logits[-1:]])"),
     ]),
     "transform_one_side": (2, "The target's p gets the temperature only; top-k/top-p shape the draft's q alone.", [
-        (_VERIFY, "ps = process_logits(forward(target, tc, [seq[-1]] + drafts), temperature)"),
+        (_P, "ps = process_logits(target_logits, temperature)"),
     ]),
     "recompute_without_cache": (2, "Correct but slow: every forward recomputes the whole prefix without the cache.", [
         ("    def forward(model, cache, toks):  # toks: list of ints -> logits [T, V]\n",
