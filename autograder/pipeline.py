@@ -122,8 +122,11 @@ def submission_hash(folder: Path) -> str:
 
 # ----------------------------------------------------------------------------- template
 def _course_config(root: Path, course_root: Path, limits: Limits | None) -> None:
-    lines = ["c = get_config()",
-             f"load_subconfig({str(course_root / 'nbgrader_config.py')!r})",
+    lines = ["c = get_config()", f"load_subconfig({str(course_root / 'nbgrader_config.py')!r})"]
+    sub = course_root / "autograder" / "nbgrader_config.py"  # the root config loads it by a relative path
+    if sub.exists():
+        lines.append(f"load_subconfig({str(sub)!r})")
+    lines += [
              f"c.CourseDirectory.root = {str(root)!r}"]
     if limits is not None:
         if limits.cell_timeout_s is not None:
