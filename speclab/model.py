@@ -79,7 +79,7 @@ class GPTConfig:
 # forward is dominated by per-layer overhead, so the draft has one block and the
 # target several; both read the same 256-byte vocabulary.
 PRESETS: dict[str, GPTConfig] = {
-    "target": GPTConfig(n_layer=4, n_head=4, d_model=256),
+    "target": GPTConfig(n_layer=6, n_head=4, d_model=256),
     "draft": GPTConfig(n_layer=1, n_head=4, d_model=256),
     # a very small model for fast unit tests; never shipped
     "tiny": GPTConfig(n_layer=2, n_head=2, d_model=32, max_len=64),

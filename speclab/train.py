@@ -39,8 +39,8 @@ DEFAULT_WORK = Path("runs")
 
 # Hyper-parameters of the shipped run (one place; the model card quotes them).
 RECIPES = {
-    "target": dict(steps=700, batch=16, block=256, lr=2e-3, warmup=50),
-    "draft": dict(steps=500, batch=16, block=256, lr=3e-3, warmup=50),
+    "target": dict(steps=2000, batch=16, block=256, lr=2e-3, warmup=50),
+    "draft": dict(steps=1500, batch=16, block=256, lr=3e-3, warmup=50),
 }
 
 
@@ -194,14 +194,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--work", type=Path, default=DEFAULT_WORK, help="resumable training state (default ./runs)")
     ap.add_argument("--device", default=None, help="cpu, cuda, mps (default: the best available)")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: robust when the cores are shared)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch CPU threads (default: torch's choice, one per physical core; the shipped run used 2)")
     ap.add_argument("--steps-scale", type=float, default=1.0, help="multiply every step count (smoke tests)")
     ap.add_argument("--allow-new-schedule", action="store_true",
                     help="resume a saved state whose recipe differs only in its step count (recorded in the manifest)")
     ap.add_argument("--save-every", type=float, default=180.0, help="seconds between resumable saves")
     args = ap.parse_args(argv)
 
-    torch.set_num_threads(args.threads)
+    if args.threads is not None:
+        if args.threads < 1:
+            ap.error(f"--threads must be at least 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
     device = pick_device(args.device)
     recipes = {k: dict(v, steps=max(1, int(v["steps"] * args.steps_scale))) for k, v in RECIPES.items()}
     work = args.work / ("undistilled" if args.no_distill else "main")
