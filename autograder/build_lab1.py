@@ -39,6 +39,12 @@ def code(text: str, grade_id: str | None = None, *, solution: bool = False, lock
     return cell
 
 
+def set_stable_ids(cells: list) -> None:
+    """Cell ids from grade ids (or the cell's index): rebuilding leaves the committed notebook diff-free."""
+    for i, cell in enumerate(cells):
+        cell["id"] = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell-{i}")
+
+
 def sol(grade_id: str, text: str) -> nbformat.NotebookNode:
     """A solution cell: nbgrader replaces each BEGIN/END SOLUTION region by a stub in the student version."""
     return code(text, grade_id, solution=True)
@@ -437,8 +443,7 @@ def build() -> nbformat.NotebookNode:
         "language_info": {"name": "python"},
     }
     nb.cells = CELLS_SOURCE
-    for i, cell in enumerate(nb.cells):  # stable ids keep the committed file diff-free across rebuilds
-        cell["id"] = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell-{i}")
+    set_stable_ids(nb.cells)
     graded = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert graded == [c.grade_id for c in CELLS], "every CellSpec needs exactly one test cell, in order"
     nbformat.validate(nb)

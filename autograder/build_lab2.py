@@ -14,7 +14,8 @@ from pathlib import Path
 import nbformat
 
 from autograder import lab2_solution as S
-from autograder.build_lab1 import code, md, sol
+from autograder.build_lab1 import code, md, set_stable_ids, sol
+from speclab.model import PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "solutions" / "lab2" / "lab2.ipynb"
@@ -56,8 +57,8 @@ def cells() -> list:
         md("intro", f"""
 # Lab 2: a speculative decoder with KV rollback
 
-You build a real speculative decoder on the course's shipped model pair (a 6-block byte-level
-target and a 1-block draft), show that it is exact, make it faster than plain decoding, and
+You build a real speculative decoder on the course's shipped model pair (a {PRESETS['target'].n_layer}-block byte-level
+target and a {PRESETS['draft'].n_layer}-block draft), show that it is exact, make it faster than plain decoding, and
 measure where the time goes.
 
 Notation (as in the book): **p** is the target distribution, **q** the draft distribution,
@@ -282,8 +283,7 @@ prediction from the run's own α and c.
 def build() -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.cells = cells()
-    for i, cell in enumerate(nb.cells):  # stable ids keep the committed file diff-free across rebuilds
-        cell["id"] = cell.metadata.get("nbgrader", {}).get("grade_id", f"cell-{i}")
+    set_stable_ids(nb.cells)
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nb.metadata["language_info"] = {"name": "python"}
     return nb
