@@ -1,4 +1,10 @@
-"""`python -m autograder grade LAB SUBMISSIONS`: grade a class (see autograder/README.md)."""
+"""Instructor commands (see autograder/README.md).
+
+- `speclab-grade LAB SUBMISSIONS [options]` (installed with the package; the same as
+  `python -m autograder grade ...`): grade a class, from any folder;
+- `python -m autograder gradescope LAB [--zip F]`: a Gradescope autograder zip for one lab;
+- `python -m autograder student-release [--dest DIR]`: the student edition (folder + zip).
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,18 +12,18 @@ import os
 import sys
 from pathlib import Path
 
-from .pipeline import REPO_ROOT, Config, build_template, grade_class, summary
-from .sandbox import Limits
+from .course import find_course
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m autograder")
-    sub = ap.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("grade", help="autograde a folder or zip of submissions")
+def _grade_options(g: argparse.ArgumentParser) -> None:
+    from .sandbox import Limits
+
     g.add_argument("lab", help="assignment id, e.g. lab1 (a folder of solutions/)")
     g.add_argument("submissions", type=Path, help="folder or zip (layouts: see autograder/README.md)")
-    g.add_argument("--out", type=Path, default=None, help="output folder (default grading/<lab>)")
-    g.add_argument("--course-root", type=Path, default=REPO_ROOT)
+    g.add_argument("--course", "--course-root", dest="course", type=Path, default=None,
+                   help="the instructor repository (default: where autograder is installed from, "
+                        "$SPECLAB_COURSE, or the working directory or a parent)")
+    g.add_argument("--out", type=Path, default=None, help="output folder (default COURSE/grading/<lab>)")
     g.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     g.add_argument("--force", action="store_true", help="grade again students that already have a result")
     g.add_argument("--student", action="append", default=[], help="grade only this student (repeatable)")
@@ -26,13 +32,75 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="address-space limit per student")
     g.add_argument("--output-kb", type=int, default=Limits.output_kb, help="printed output kept per stream")
     g.add_argument("--no-recheck", action="store_true", help="skip the clean re-run of scored notebooks")
-    a = ap.parse_args(argv)
+
+
+def _skip_slow_imports() -> None:
+    """The grader process imports nbformat (via nbgrader and nbconvert) too: skip the same slow,
+    unused import as the nbgrader subprocesses do (autograder/nbgrader_cmd.py)."""
+    from .nbgrader_cmd import BLOCKED
+
+    for name in BLOCKED:
+        sys.modules.setdefault(name, None)
+
+
+def _grade(a: argparse.Namespace) -> int:
+    from .pipeline import Config, build_template, grade_class, summary
+
+    _skip_slow_imports()
+    from .sandbox import Limits
+
+    course = find_course(a.course)
+    if not (course / "solutions" / a.lab).is_dir():
+        labs = sorted(p.name for p in (course / "solutions").iterdir() if p.is_dir())
+        raise SystemExit(f"no lab {a.lab!r} in {course / 'solutions'} (labs: {', '.join(labs) or 'none'})")
+    if not a.submissions.exists():
+        raise SystemExit(f"{a.submissions}: no such folder or zip")
     limits = Limits(a.cell_timeout, a.notebook_timeout, a.memory_mb, Limits.file_mb, a.output_kb)
-    cfg = Config(a.lab, a.submissions, a.out or REPO_ROOT / "grading" / a.lab, a.course_root.resolve(),
+    cfg = Config(a.lab, a.submissions.resolve(), (a.out or course / "grading" / a.lab).resolve(), course,
                  max(1, a.workers), a.force or bool(a.student), tuple(a.student), limits, not a.no_recheck)
     results = grade_class(cfg, progress=True)
     print(summary(cfg, build_template(cfg), results))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m autograder")
+    sub = ap.add_subparsers(dest="command", required=True)
+    _grade_options(sub.add_parser("grade", help="autograde a folder or zip of submissions"))
+    gs = sub.add_parser("gradescope", help="write a Gradescope autograder zip for one lab")
+    gs.add_argument("lab")
+    gs.add_argument("--course", type=Path, default=None)
+    gs.add_argument("--zip", type=Path, default=None, help="default COURSE/dist/gradescope-<lab>.zip")
+    gs.add_argument("--visibility", default="visible", choices=("hidden", "after_due_date", "after_published",
+                                                                 "visible"),
+                    help="when students see the per-test results (Gradescope's visibility)")
+    sr = sub.add_parser("student-release", help="write the student edition (folder and zip)")
+    sr.add_argument("--course", type=Path, default=None)
+    sr.add_argument("--dest", type=Path, default=None, help="default COURSE/dist/student (+ .zip beside it)")
+    a = ap.parse_args(argv)
+    if a.command == "grade":
+        return _grade(a)
+    if a.command == "gradescope":
+        from .gradescope import build_zip
+
+        course = find_course(a.course)
+        path = build_zip(course, a.lab, a.zip or course / "dist" / f"gradescope-{a.lab}.zip", a.visibility)
+        print(f"Gradescope autograder for {a.lab}: {path}")
+        return 0
+    from .student_release import build_release
+
+    course = find_course(a.course)
+    folder, archive = build_release(course, a.dest or course / "dist" / "student")
+    print(f"student edition: {folder} and {archive}")
+    return 0
+
+
+def console() -> int:
+    """`speclab-grade LAB SUBMISSIONS [options]` (the console command of the installed package)."""
+    ap = argparse.ArgumentParser(prog="speclab-grade", description="Autograde a class of one lab "
+                                 "(see autograder/README.md in the instructor repository).")
+    _grade_options(ap)
+    return _grade(ap.parse_args())
 
 
 if __name__ == "__main__":

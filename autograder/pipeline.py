@@ -43,6 +43,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 STUDENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 UID_BASE = 61000  # children of the grader run as UID_BASE + worker slot when it is root
+# `nbgrader ...` without its slowest import (autograder/nbgrader_cmd.py says which and why)
+NBGRADER = [sys.executable, str(Path(__file__).with_name("nbgrader_cmd.py"))]
 
 
 @dataclass
@@ -149,8 +151,9 @@ def _env(root: Path, token: str = "") -> dict:
     return env
 
 
-def build_template(cfg: Config) -> dict:
-    """Release the lab once into OUT/template; return {notebook: {grade_id: max points}}."""
+def build_template(cfg: Config, progress: bool = False) -> dict:
+    """Release the lab once into OUT/template; return {notebook: {grade_id: max points}} in the
+    order of the release notebook's cells (the lab's order: part 1's tests first)."""
     root = cfg.out / "template"
     source = cfg.course_root / "solutions" / cfg.lab
     if not source.is_dir():
@@ -163,12 +166,29 @@ def build_template(cfg: Config) -> dict:
         root.mkdir(parents=True)
         (root / "solutions").symlink_to(cfg.course_root / "solutions", target_is_directory=True)
         _course_config(root, cfg.course_root, None)
-        proc = subprocess.run([str(BIN / "nbgrader"), "generate_assignment", cfg.lab, "--force"], cwd=root,
-                              env=_env(root), capture_output=True, text=True, timeout=600)
+        with tqdm(total=1, desc=f"releasing {cfg.lab} (nbgrader generate_assignment)", unit="lab",
+                  disable=not progress) as bar:
+            proc = subprocess.run([*NBGRADER, "generate_assignment", cfg.lab, "--force"], cwd=root,
+                                  env=_env(root), capture_output=True, text=True, timeout=600)
+            bar.update()
         if proc.returncode != 0:
             raise SystemExit(f"nbgrader generate_assignment {cfg.lab} failed:\n{proc.stderr[-3000:]}")
         stamp.write_text(digest)
-    return gradebook_layout(root / "gradebook.db", cfg.lab)
+    return in_lab_order(gradebook_layout(root / "gradebook.db", cfg.lab), root / "labs" / cfg.lab)
+
+
+def in_lab_order(layout: dict, release_dir: Path) -> dict:
+    """The layout with each notebook's grade cells in the order they appear in the release."""
+    ordered = {}
+    for nb, cells in layout.items():
+        try:
+            rel = json.loads((release_dir / f"{nb}.ipynb").read_text())
+            order = [((c.get("metadata") or {}).get("nbgrader") or {}).get("grade_id") for c in rel["cells"]]
+        except (OSError, ValueError, KeyError):
+            order = []
+        rank = {g: i for i, g in enumerate(order) if g}
+        ordered[nb] = {g: cells[g] for g in sorted(cells, key=lambda g: (rank.get(g, len(rank)), g))}
+    return ordered
 
 
 def gradebook_layout(db: Path, lab: str) -> dict:
@@ -321,7 +341,7 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     scores = {nb: {g: 0.0 for g in cells} for nb, cells in layout.items()}
     env = _env(root)
     if usable:
-        res = sandbox.run([str(BIN / "nbgrader"), "autograde", cfg.lab, f"--student={student}", "--force"],
+        res = sandbox.run([*NBGRADER, "autograde", cfg.lab, f"--student={student}", "--force"],
                           root, env, lim.notebook_timeout_s * len(usable) + 60, lim, uid,
                           log_path=root / "autograde.log")
         try:
@@ -421,18 +441,6 @@ def _publish(cfg: Config, root: Path, student: str, result: dict) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _add_notes(html: Path, problems: list[str]) -> None:
-    import html as htmllib
-
-    if not problems:
-        return
-    notes = "".join(f"<li>{htmllib.escape(p)}</li>" for p in problems)
-    block = f'<div id="grader-notes"><h2>Notes from the grader</h2><ul>{notes}</ul></div>'
-    text = html.read_text(errors="replace")
-    text = text.replace("<body>", "<body>" + block, 1) if "<body>" in text else block + text
-    html.write_text(text)
-
-
 # ----------------------------------------------------------------------------- the class
 def load_result(cfg: Config, student: str) -> dict | None:
     path = cfg.out / "results" / f"{student}.json"
@@ -450,7 +458,7 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
         unknown = set(cfg.only) - set(students)
         if unknown:
             raise SystemExit(f"no submission for {sorted(unknown)}")
-    layout = build_template(cfg)
+    layout = build_template(cfg, progress)
     todo = []
     for s, folder in students.items():
         old = load_result(cfg, s)
@@ -486,15 +494,24 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
                         disable=not progress):
             fut.result()
     results = [r for s in students if (r := load_result(cfg, s)) is not None]
-    merge(cfg, layout, results)
+    merge(cfg, layout, results, progress)
     return results
 
 
-def merge(cfg: Config, layout: dict, results: list[dict]) -> None:
-    """grades.csv and a class gradebook.db from the result files, in student order."""
+def merge(cfg: Config, layout: dict, results: list[dict], progress: bool = False) -> None:
+    """grades.csv and a class gradebook.db from the result files, in student order; columns in
+    the lab's order. Skipped when neither the results nor the lab changed since the last merge."""
     import csv
+    import warnings
 
     results = sorted(results, key=lambda r: r["student"])
+    stamp = cfg.out / "merged.sha256"
+    digest = hashlib.sha256(json.dumps([layout, results], sort_keys=False).encode()
+                            + (cfg.out / "template" / "gradebook.db").read_bytes()).hexdigest()
+    if (stamp.exists() and stamp.read_text() == digest and (cfg.out / "grades.csv").exists()
+            and (cfg.out / "gradebook.db").exists()):
+        feedback(cfg, results, layout, progress)
+        return
     cols = [(nb, g) for nb in layout for g in layout[nb]]
     tmp = cfg.out / "grades.csv.tmp"
     with open(tmp, "w", newline="") as f:
@@ -506,12 +523,16 @@ def merge(cfg: Config, layout: dict, results: list[dict]) -> None:
                         *[f"{r['scores'].get(nb, {}).get(g, 0.0):g}" for nb, g in cols], " | ".join(r["problems"])])
     os.replace(tmp, cfg.out / "grades.csv")
     from nbgrader.api import Gradebook
+    from sqlalchemy.exc import SAWarning
 
     db = cfg.out / "gradebook.db"
     tmpdb = cfg.out / "gradebook.db.tmp"
     shutil.copyfile(cfg.out / "template" / "gradebook.db", tmpdb)
-    with Gradebook(f"sqlite:///{tmpdb}") as gb:
-        for r in results:
+    with Gradebook(f"sqlite:///{tmpdb}") as gb, warnings.catch_warnings():
+        # nbgrader 0.9's add_submission trips SQLAlchemy 2's autoflush check ("Object of type
+        # <SubmittedAssignment> not in session"): harmless, the rows are added; not the instructor's concern
+        warnings.filterwarnings("ignore", category=SAWarning, message=r"Object of type <Submitted")
+        for r in tqdm(results, desc="gradebook", unit="student", disable=not progress or len(results) < 50):
             gb.update_or_create_student(r["student"])
             gb.add_submission(cfg.lab, r["student"])
             for nb, cells in r["scores"].items():
@@ -521,25 +542,20 @@ def merge(cfg: Config, layout: dict, results: list[dict]) -> None:
                         g.auto_score = cells[g.name]
         gb.db.commit()
     os.replace(tmpdb, db)
-    feedback(cfg, results)
+    stamp.write_text(digest)
+    feedback(cfg, results, layout, progress)
 
 
-def feedback(cfg: Config, results: list[dict]) -> None:
-    """`nbgrader generate_feedback` once over OUT (a course whose gradebook is the merged one),
-    then the grader's notes at the top of each student's page. It renders notebooks, runs
-    no student code."""
-    _course_config(cfg.out, cfg.course_root, None)
-    shutil.rmtree(cfg.out / "feedback", ignore_errors=True)
-    if (cfg.out / "solutions").is_symlink():
-        (cfg.out / "solutions").unlink()
-    (cfg.out / "solutions").symlink_to(cfg.out / "template" / "solutions", target_is_directory=True)
-    proc = subprocess.run([str(BIN / "nbgrader"), "generate_feedback", cfg.lab, "--force"], cwd=cfg.out,
-                          env=_env(cfg.out), capture_output=True, text=True, timeout=3600)
-    (cfg.out / "logs").mkdir(exist_ok=True)
-    (cfg.out / "logs" / "generate_feedback.log").write_text(proc.stdout[-50000:] + proc.stderr[-50000:])
-    for r in results:
-        for html in (cfg.out / "feedback" / r["student"] / cfg.lab).glob("*.html"):
-            _add_notes(html, r["problems"])
+def feedback(cfg: Config, results: list[dict], layout: dict | None = None, progress: bool = False) -> int:
+    """OUT/feedback/<student>/<lab>/<notebook>.html (autograder/feedback.py): readable offline,
+    the points and the grader's notes in a box at the top, hidden tests not shown. Pages whose
+    result and graded notebook did not change are kept. Renders notebooks, runs no student code."""
+    from .feedback import write_feedback
+
+    if layout is None:
+        layout = in_lab_order(gradebook_layout(cfg.out / "template" / "gradebook.db", cfg.lab),
+                              cfg.out / "template" / "labs" / cfg.lab)
+    return write_feedback(cfg.out, cfg.course_root, cfg.lab, layout, results, progress)
 
 
 def summary(cfg: Config, layout: dict, results: list[dict]) -> str:

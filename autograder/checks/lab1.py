@@ -205,6 +205,7 @@ def _check_cases(cases: list[ExactnessCase], fn: Callable, seed: int) -> None:
 
 
 def check_sampler(speculative_sample: Callable) -> None:
+    """speculative_sample draws exactly from p on every test pair (exact binomial tests, fixed seed)."""
     _check_cases(sampler_cases(), speculative_sample, seed=20261)
 
 
@@ -336,6 +337,7 @@ check_block_structure.randomised = True  # forced outcomes for a correct verifie
 
 
 def check_block_exactness(verify_block: Callable) -> None:
+    """verify_block emits tokens whose joint law is the target's (exact binomial tests, fixed seed)."""
     _check_cases(block_cases(), verify_block, seed=20263)
 
 
@@ -352,6 +354,7 @@ def alpha_cases() -> list[tuple[object, object, float]]:
 
 
 def check_alpha_estimator(estimate_alpha: Callable) -> None:
+    """estimate_alpha pools accepted / verified drafts over all blocks; ValueError on impossible logs."""
     for n_acc, k, want in alpha_cases():
         _assert_close(estimate_alpha(n_acc, k), want, f"estimate_alpha(n_accepted={[int(v) for v in np.ravel(n_acc)]}, k={k})")
     for n_acc, k in (([4], 3), ([-1], 3), ([], 3), ([1], 0)):
@@ -402,6 +405,7 @@ def batch_cases() -> list[ExactnessCase]:
 
 
 def check_batch_exactness(speculative_sample_batch: Callable) -> None:
+    """speculative_sample_batch draws row b exactly from p[b] (exact binomial tests, fixed seed)."""
     _check_cases(batch_cases(), speculative_sample_batch, seed=20265)
 
 
@@ -444,6 +448,7 @@ def measure_speedup(batch_fn: Callable, rows: int = 50000, loop_rows: int = 500,
 
 
 def check_batch_speed(speculative_sample_batch: Callable) -> None:
+    """speculative_sample_batch is at least SPEEDUP_REQUIRED times faster per row than a Python loop."""
     speedup = measure_speedup(speculative_sample_batch)
     if speedup < SPEEDUP_REQUIRED:
         raise AssertionError(

@@ -66,6 +66,7 @@ def _first_diff(a: list, b: list) -> int:
 
 # ------------------------------------------------------------------------------ part 1
 def check_baseline(prefill: Callable, autoregressive_decode: Callable) -> None:
+    """prefill fills the cache and returns the next-token logits; greedy decoding matches the target's."""
     target, _ = shipped_pair()
     for pr in prompts(3):
         cache = target.new_cache(batch=1, max_len=64)
@@ -82,6 +83,7 @@ def check_baseline(prefill: Callable, autoregressive_decode: Callable) -> None:
 
 # ------------------------------------------------------------------------------ part 2
 def check_greedy_equivalence(speculative_decode: Callable) -> None:
+    """Greedy speculative decoding emits the target's greedy tokens for every k, and stops at eos."""
     target, draft = shipped_pair()
     n_new = 24 if GRADING else 48
     for i, pr in enumerate(prompts(4)):
@@ -120,6 +122,7 @@ def _cache_checker(target, draft, log: list) -> Callable:
 
 
 def check_rollback(speculative_decode: Callable) -> None:
+    """After every step both KV caches equal a fresh prefill of the emitted tokens (rollback is exact)."""
     from speclab.toy import toy_pair
 
     t, d = toy_pair(0)
@@ -188,6 +191,7 @@ def sampling_cases() -> list[ExactnessCase]:
 
 
 def check_sampling_exactness(speculative_decode: Callable, seed: int = 2026) -> None:
+    """Sampled speculative decoding follows the target's law on the toy pair (exact binomial tests)."""
     cases = sampling_cases()
     rng = np.random.default_rng(seed)
     for case in cases:
@@ -196,6 +200,7 @@ def check_sampling_exactness(speculative_decode: Callable, seed: int = 2026) -> 
 
 # ------------------------------------------------------------------------------ part 3
 def check_metrics(pooled_alpha: Callable, predicted_speedup: Callable) -> None:
+    """pooled_alpha counts every verified draft; predicted_speedup follows the book's formula."""
     # k = 4: steps accepting 4 (4 verified), 0 (1 verified), 2 (3 verified): 6 accepted of 8 verified
     got = pooled_alpha([4, 0, 2], 4)
     assert abs(got - 6 / 8) < 1e-9, f"pooled alpha of accepted=[4, 0, 2] with k=4 should count every verified draft; got {got}"
@@ -260,6 +265,7 @@ def check_speedup(speculative_decode: Callable, autoregressive_decode: Callable)
 
 # ------------------------------------------------------------------------------ part 4
 def check_decode_bytes(decode_bytes: Callable) -> None:
+    """decode_bytes counts the least bytes one decode step moves (weights, K and V read and written)."""
     from speclab.measure import decode_step_bytes
     from speclab.model import GPTConfig, PRESETS
 
@@ -272,6 +278,7 @@ def check_decode_bytes(decode_bytes: Callable) -> None:
 
 
 def check_bandwidth(copy_bandwidth: Callable) -> None:
+    """copy_bandwidth is within a factor of 3 of the course's own copy measurement."""
     from speclab.measure import copy_bandwidth as course_copy
 
     n_bytes = 64 * 2**20
