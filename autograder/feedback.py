@@ -26,7 +26,7 @@ from pathlib import Path
 
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-RENDER_VERSION = "3"  # bump when the page changes, so that cached pages are written again
+RENDER_VERSION = "4"  # bump when the page changes, so that cached pages are written again
 TEMPLATES = Path(__file__).with_name("templates")
 
 
@@ -183,7 +183,7 @@ STYLE = """
 
 
 def _raw(html_text: str) -> dict:
-    return {"cell_type": "raw", "metadata": {"raw_mimetype": "text/html", "format": "text/html"},
+    return {"cell_type": "raw", "metadata": {"raw_mimetype": "text/html", "speclab": True},
             "source": html_text, "id": "speclab-" + hashlib.sha1(html_text.encode()).hexdigest()[:10]}
 
 
