@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-$(shell echo '$(TORCH_SPEC)' | md5sum | cut -c1-8)
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: setup book book-fresh test labs grade clean help
+.PHONY: setup book book-fresh test labs grade gradescope student-release clean help
 
 help:
 	@echo "make book        set up .venv and build the executed book into _build/html"
@@ -20,6 +20,8 @@ help:
 	@echo "make test        set up .venv and run the test suite"
 	@echo "make labs        regenerate the student notebooks in labs/ from solutions/"
 	@echo "make grade LAB=lab1 SUBMISSIONS=<folder or zip>   autograde a class"
+	@echo "make gradescope LAB=lab1   a Gradescope autograder zip in dist/"
+	@echo "make student-release       the student edition: dist/student/ and dist/speclab-student.zip"
 
 # Installs only when requirements.txt or pyproject.toml changed since the last install.
 $(STAMP): requirements.txt pyproject.toml
@@ -63,7 +65,17 @@ grade: setup
 	@test -n "$(LAB)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade LAB=lab1 SUBMISSIONS=<folder or zip>"; exit 2; }
 	$(PY) -m autograder grade "$(LAB)" "$(SUBMISSIONS)" --workers $(WORKERS) $(GRADE_ARGS)
 
+# make gradescope LAB=lab1 [VISIBILITY=after_published]: dist/gradescope-lab1.zip (autograder/README.md, "Gradescope")
+VISIBILITY ?= visible
+gradescope: setup
+	@test -n "$(LAB)" || { echo "usage: make gradescope LAB=lab1 [VISIBILITY=visible|after_published|after_due_date|hidden]"; exit 2; }
+	$(PY) -m autograder gradescope "$(LAB)" --visibility "$(VISIBILITY)"
+
+# The student edition: released notebooks, the speclab package, a README; checked for leaks before it is written.
+student-release: setup
+	$(PY) -m autograder student-release
+
 clean:
-	rm -rf _build
+	rm -rf _build dist
 
 FORCE:
