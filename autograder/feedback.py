@@ -26,7 +26,7 @@ from pathlib import Path
 
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-RENDER_VERSION = "4"  # bump when the page changes, so that cached pages are written again
+RENDER_VERSION = "5"  # bump when the page changes, so that cached pages are written again
 TEMPLATES = Path(__file__).with_name("templates")
 
 
@@ -146,6 +146,17 @@ def notes_for(problems: list[str], gid: str) -> list[str]:
     return [p for p in problems if re.search(rf"(^|\s){re.escape(gid)}:", p)]
 
 
+def cell_messages(verdict: str, problems: list[str], gid: str) -> list[str]:
+    """What a student reads under one test cell: the failure's message, then the grader's notes
+    on that cell that do not just repeat it (the notes hold the message cut at 160 characters)."""
+    out = [verdict] if verdict else []
+    for note in notes_for(problems, gid):
+        text = note.split(f"{gid}:", 1)[1].strip()
+        if not (verdict and verdict.startswith(text[:150])):
+            out.append(text)
+    return out
+
+
 # ----------------------------------------------------------------------------- the page
 @lru_cache(maxsize=1)
 def mathjax_script() -> str | None:
@@ -225,8 +236,7 @@ def student_view(nb: dict, verdicts: dict[str, str], scores: dict[str, float], l
             part, what = names.get(gid, ("", gid))
             got, pts = scores.get(gid, 0.0), layout[gid]
             ok = got >= pts
-            msgs = [verdicts.get(gid, "")] if verdicts.get(gid) else []
-            msgs += [n.split(":", 1)[1].strip() if ":" in n else n for n in notes_for(problems, gid)]
+            msgs = cell_messages(verdicts.get(gid, ""), problems, gid)
             cells.append(_raw(
                 f'<div class="speclab-test{"" if ok else " fail"}" id="{html.escape(gid)}"><b>{html.escape(part)}</b>'
                 f" &mdash; {html.escape(what)} <span style='float:right' class='{'speclab-ok' if ok else 'speclab-fail'}'>"

@@ -159,19 +159,22 @@ def _gather(submission: Path, dest: Path) -> list[str]:
 def results_json(result: dict, layout: dict, names: dict, verdicts: dict, visibility: str,
                  extra_notes: list[str], seconds: float) -> dict:
     """Gradescope's results.json of one graded submission."""
-    from .feedback import notes_for, test_title
+    import re
+
+    from .feedback import cell_messages, notes_for, test_title
 
     tests = []
+    per_part: dict[str, int] = {}
     for nb_name, cells in layout.items():
-        for i, (gid, pts) in enumerate(cells.items(), 1):
+        for gid, pts in cells.items():
             got = float(result["scores"].get(nb_name, {}).get(gid, 0.0))
             part, what = names.get(nb_name, {}).get(gid, ("", gid))
+            m = re.match(r"Part (\d+)", part)
+            key = m.group(1) if m else nb_name
+            per_part[key] = per_part.get(key, 0) + 1
             lines = ["Passed." if got >= pts else ("Partly passed." if got > 0 else "Failed.")]
-            msg = verdicts.get(nb_name, {}).get(gid, "")
-            if msg:
-                lines.append(msg)
-            lines += notes_for(result["problems"], gid)
-            tests.append({"name": f"{test_title(part, what)} [{gid}]", "number": f"{nb_name}.{i}",
+            lines += cell_messages(verdicts.get(nb_name, {}).get(gid, ""), result["problems"], gid)
+            tests.append({"name": f"{test_title(part, what)} [{gid}]", "number": f"{key}.{per_part[key]}",
                           "score": got, "max_score": float(pts), "status": "passed" if got >= pts else "failed",
                           "output": "\n".join(lines), "visibility": visibility})
     gids = [g for cells in layout.values() for g in cells]
