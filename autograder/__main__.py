@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from .course import find_course
+from .locate import find_course
 
 
 def _grade_options(g: argparse.ArgumentParser) -> None:
