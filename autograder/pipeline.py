@@ -37,6 +37,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from . import sandbox
+from .course import lab_timeout
 from .sandbox import Limits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -362,17 +363,6 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     return result
 
 
-def _lab_timeout(lab: str) -> int:
-    """The per-cell limit the course configures for this lab (autograder/nbgrader_config.py)."""
-    try:
-        text = (REPO_ROOT / "autograder" / "nbgrader_config.py").read_text()
-        m = re.search(r"LAB_TIMEOUT = (\{[^}]*\})", text)
-        table = json.loads(m.group(1).replace("'", '"')) if m else {}
-        return int(table.get(lab, max(table.values(), default=120)))
-    except (OSError, ValueError, AttributeError):
-        return 120
-
-
 def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, name: str) -> dict[str, tuple[bool, str]]:
     """Clean re-run of a notebook (autograder/replay.py): grade id -> (passed, error)."""
     out = root / "tmp" / f"recheck-{name}.jsonl"
@@ -382,7 +372,7 @@ def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, name: s
     lim = cfg.limits
     sandbox.run([sys.executable, "-I", str(Path(__file__).with_name("replay.py")), str(copy), str(out),
                  "--root", str(cfg.course_root if (cfg.course_root / "autograder").is_dir() else REPO_ROOT),
-                 "--cell-timeout", str(lim.cell_timeout_s or _lab_timeout(cfg.lab))],
+                 "--cell-timeout", str(lim.cell_timeout_s or lab_timeout(cfg.lab))],
                 graded.parent, env, lim.notebook_timeout_s, lim, uid, log_path=root / "recheck.log")
     passed: dict[str, tuple[bool, str]] = {}
     if out.exists():
