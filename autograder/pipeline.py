@@ -580,6 +580,8 @@ def normalise(student_nb: dict, release_nb: dict) -> tuple[dict, list[str]]:
 
     release_cells = release_nb["cells"]
     rel_by_gid = {_gid(c): c for c in release_cells if _gid(c)}
+    # every lab cell's id is its grade id: a cell whose nbgrader metadata was stripped is still recognised
+    id_to_gid = {c.get("id"): _gid(c) for c in release_cells if _gid(c) and c.get("id")}
     solution_ids = {g for g, c in rel_by_gid.items() if c["metadata"]["nbgrader"].get("solution")}
     graded_ids = {g for g, c in rel_by_gid.items() if c["metadata"]["nbgrader"].get("grade")
                   and not c["metadata"]["nbgrader"].get("solution")}
@@ -591,10 +593,13 @@ def normalise(student_nb: dict, release_nb: dict) -> tuple[dict, list[str]]:
     for cell in student_nb.get("cells", []):
         if not isinstance(cell, dict):
             continue
-        g = _gid(cell)
+        g = _gid(cell) or id_to_gid.get(cell.get("id"))
         if g in rel_by_gid:
             seen[g] = seen.get(g, 0) + 1
             rel = rel_by_gid[g]
+            if _gid(cell) is None:  # recognised by its id: it gets its nbgrader metadata back
+                cell = copy.deepcopy(cell)
+                cell.setdefault("metadata", {})["nbgrader"] = copy.deepcopy(rel["metadata"]["nbgrader"])
             if g in solution_ids and g not in solutions and cell.get("cell_type") == rel["cell_type"]:
                 solutions[g] = cell
                 anchor = g
@@ -624,7 +629,7 @@ def normalise(student_nb: dict, release_nb: dict) -> tuple[dict, list[str]]:
     raw_ids = [c.get("id") for c in student_nb.get("cells", []) if isinstance(c, dict) and c.get("id")]
     if len(raw_ids) != len(set(raw_ids)):
         lines.append("duplicated cell ids; renumbered")
-    if not seen:
+    if not any(_gid(c) for c in student_nb.get("cells", []) if isinstance(c, dict)):
         lines.append("no nbgrader metadata: the lab's cells were put back around the student's cells")
     cells: list[dict] = list(groups[None])
     for rc in release_cells:

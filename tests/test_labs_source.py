@@ -130,3 +130,37 @@ def test_make_submission_fills_every_solution_cell():
     release = nbformat.read(ROOT / "labs" / "lab2" / "lab2.ipynb", as_version=4)
     text = "\n".join(c.source for c in make_submission("lab2", release).cells)
     assert "raise NotImplementedError" not in text and "def speculative_decode(" in text
+
+
+def test_normalise_keeps_one_copy_of_each_ungraded_cell_in_release_order():
+    """Issue 17: Lab 1's demonstration cells (simulate_logs, speed_demo, plot_demo) kept, edited, moved,
+    deleted or stripped of metadata come back once each, in the release's order; the student's own cell stays."""
+    import copy
+    import json
+
+    from autograder.pipeline import normalise
+
+    release = json.loads((ROOT / "labs" / "lab1" / "lab1.ipynb").read_text())
+    order = [c["id"] for c in release["cells"]]
+    student = json.loads(nbformat.writes(make_submission("lab1", nbformat.from_dict(release))))
+    cells = {c["id"]: c for c in student["cells"]}
+    cells["simulate_logs"]["source"] += "\nprint('my edit')"  # edited
+    plot = cells["plot_demo"]
+    student["cells"].remove(plot)
+    student["cells"].insert(2, plot)  # moved to the top
+    student["cells"] = [c for c in student["cells"] if c["id"] != "speed_demo"]  # deleted
+    bare = copy.deepcopy(cells["part4-compare"])
+    bare["metadata"].pop("nbgrader")  # markdown stripped of its metadata, recognised by its id
+    student["cells"] = [bare if c["id"] == "part4-compare" else c for c in student["cells"]]
+    mine = json.loads(nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('mine')")])))
+    mine_id = mine["cells"][0]["id"]
+    student["cells"].append(mine["cells"][0])
+    fixed, lines = normalise(student, release)
+    ids = [c["id"] for c in fixed["cells"]]
+    assert len(ids) == len(order) + 1 and [i for i in ids if i in order] == order, ids
+    # the student's own cell follows the lab cell it followed in the submission ("plot")
+    assert ids.index(mine_id) == ids.index("plot") + 1
+    source = {c["id"]: "".join(c["source"]) for c in fixed["cells"]}
+    assert source["simulate_logs"] == "".join(next(c for c in release["cells"] if c["id"] == "simulate_logs")["source"])
+    assert "lab cells were moved; put back in their places" in lines
+    assert len(release["cells"]) == 28
