@@ -1,6 +1,6 @@
 """The Lab 1 grading machinery itself: statistics, exact laws, catalog, notebooks in sync.
 
-Notation: p = target distribution, q = draft distribution, k = draft length.
+Notation: see the `speclab` package docstring.
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Hidden checks of Lab 1 (rejection sampling), one function per graded test cell.
 
-Notation: p = target distribution, q = draft distribution, k = draft length,
-alpha = acceptance rate. A correct implementation's outputs follow exact laws that
+Notation: see the `speclab` package docstring. A correct implementation's outputs follow exact laws that
 are computed here by enumeration; samplers are compared with them by
 `autograder.checks.stats` (exact binomial tests, union bound). Every statistical
 test cell has a false-failure probability <= ALPHA_CELL = 1e-6 for a correct

@@ -1,7 +1,6 @@
 """Hidden checks of Lab 2 (a speculative decoder with KV rollback), one function per graded cell.
 
-Notation: p = target distribution, q = draft distribution, k = draft length,
-alpha = acceptance rate, c = T_target / T_draft, S = speedup.
+Notation: see the `speclab` package docstring.
 
 Deterministic checks (greedy equivalence, rollback, byte counts) have no false
 failures: a correct decoder reproduces the target's greedy tokens and the caches
