@@ -27,7 +27,7 @@ The mutant's detection probability is the largest lower bound over its part's ce
 
 What a lab provides: `autograder.checks.<lab>` with CELLS (CellSpec list), ALPHA_CELL,
 DETERMINISTIC_NOTES (grade id -> why a correct implementation cannot fail it), an
-optional report_extra(grade_id, reference_namespace) -> str, and `check.randomised =
+optional report_extra(grade_id, reference_module) -> str, and `check.randomised =
 True` on deterministic checks whose verdict on a wrong implementation may depend on
 the seed or the machine (timings: skipped here); `autograder.mutants.<lab>` with MUTANTS;
 `solutions/<lab>/<lab>.md`, whose reference solution `autograder.reference` loads.
