@@ -38,14 +38,7 @@ LAB_ORDER = [c["metadata"]["nbgrader"]["grade_id"]
 def _submissions(tmp: Path) -> dict[str, Path]:
     """student -> folder holding what that student uploads."""
     release = nbformat.read(ROOT / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
-    src = ROOT / "solutions" / LAB / f"{LAB}.ipynb"
-    if src.exists():
-        source = nbformat.read(src, as_version=4)
-    else:
-        import jupytext
-
-        source = jupytext.read(ROOT / "solutions" / LAB / f"{LAB}.md")
-    ref = make_submission(release, source)
+    ref = make_submission(LAB, release)
     broken = nbformat.from_dict(json.loads(nbformat.writes(ref)))
     for cell in broken.cells:
         gid = cell.metadata.get("nbgrader", {}).get("grade_id", "")
