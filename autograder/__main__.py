@@ -34,19 +34,11 @@ def _grade_options(g: argparse.ArgumentParser) -> None:
     g.add_argument("--no-recheck", action="store_true", help="skip the clean re-run of scored notebooks")
 
 
-def _skip_slow_imports() -> None:
-    """The grader process imports nbformat (via nbgrader and nbconvert) too: skip the same slow,
-    unused import as the nbgrader subprocesses do (autograder/nbgrader_cmd.py)."""
-    from .nbgrader_cmd import BLOCKED
-
-    for name in BLOCKED:
-        sys.modules.setdefault(name, None)
-
-
 def _grade(a: argparse.Namespace) -> int:
-    from .pipeline import Config, build_template, grade_class, summary
+    from .nbgrader_cmd import skip_slow_imports
 
-    _skip_slow_imports()
+    skip_slow_imports()  # the grader imports nbformat too (autograder/nbgrader_cmd.py)
+    from .pipeline import Config, build_template, grade_class, summary
     from .sandbox import Limits
 
     course = find_course(a.course)

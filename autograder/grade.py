@@ -21,11 +21,12 @@ from pathlib import Path
 from . import sandbox
 from .collect import check_notebooks, submission_hash
 from .course import lab_timeout
+from .nbgrader_cmd import nbgrader_command
 from .normalise import normalise
 from .settings import REPO_ROOT, UID_BASE, Config, course_config, nbgrader_env
 
 # `nbgrader ...` without its slowest import (autograder/nbgrader_cmd.py says which and why)
-NBGRADER = [sys.executable, str(Path(__file__).with_name("nbgrader_cmd.py"))]
+NBGRADER = nbgrader_command()
 
 
 def build_template(cfg: Config, progress: bool = False) -> dict:

@@ -231,10 +231,9 @@ def run(root: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .nbgrader_cmd import BLOCKED
+    from .nbgrader_cmd import skip_slow_imports
 
-    for name in BLOCKED:  # the same slow, unused import as in the nbgrader subprocesses
-        sys.modules.setdefault(name, None)
+    skip_slow_imports()  # the same slow, unused import as in the nbgrader subprocesses
     ap = argparse.ArgumentParser(prog="python -m autograder.gradescope")
     ap.add_argument("step", choices=("prepare", "run"))
     ap.add_argument("--root", type=Path, default=Path(os.environ.get(ROOT_ENV, "/autograder")))

@@ -84,3 +84,19 @@ def test_the_command_grades_from_another_folder(installed, tmp_path):
     assert result["score"] == 0 and "not a valid notebook" in result["problems"][0]
     assert "zoe" in proc.stdout and "SAWarning" not in proc.stderr
     assert (out / "feedback" / "zoe" / "lab1" / "lab1.html").exists()
+
+
+def test_fast_nbgrader_command_runs_and_ignores_files_in_its_folder(tmp_path):
+    """The grader's `nbgrader` (autograder/nbgrader_cmd.py) works, skips rfc3987_syntax, and does not
+    import modules from its working directory (a scratch course student code can write into)."""
+    from autograder.nbgrader_cmd import nbgrader_command
+
+    (tmp_path / "nbgrader.py").write_text("raise SystemExit('imported from the working directory')\n")
+    (tmp_path / "sitecustomize.py").write_text("raise SystemExit('imported from the working directory')\n")
+    proc = subprocess.run([*nbgrader_command(), "--version"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "nbgrader version" in proc.stdout, proc.stdout + proc.stderr
+    probe = nbgrader_command()[2].replace("from nbgrader.apps.nbgraderapp import main", "import nbformat") \
+        .replace("sys.exit(main())", "print('rfc3987_syntax' in sys.modules and sys.modules['rfc3987_syntax'] is not None)")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.stdout.strip() == "False", proc.stdout + proc.stderr
