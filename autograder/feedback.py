@@ -114,7 +114,7 @@ def describe_cells(course: Path, lab: str, release_nb: dict, name: str | None = 
     return out
 
 
-def test_title(part: str, what: str) -> str:
+def cell_title(part: str, what: str) -> str:
     return f"{part}: {what}" if part else what
 
 

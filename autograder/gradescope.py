@@ -162,7 +162,7 @@ def results_json(result: dict, layout: dict, names: dict, verdicts: dict, visibi
     """Gradescope's results.json of one graded submission."""
     import re
 
-    from .feedback import cell_messages, notes_for, test_title
+    from .feedback import cell_messages, cell_title, notes_for
 
     tests = []
     per_part: dict[str, int] = {}
@@ -175,7 +175,7 @@ def results_json(result: dict, layout: dict, names: dict, verdicts: dict, visibi
             per_part[key] = per_part.get(key, 0) + 1
             lines = ["Passed." if got >= pts else ("Partly passed." if got > 0 else "Failed.")]
             lines += cell_messages(verdicts.get(nb_name, {}).get(gid, ""), result["problems"], gid)
-            tests.append({"name": f"{test_title(part, what)} [{gid}]", "number": f"{key}.{per_part[key]}",
+            tests.append({"name": f"{cell_title(part, what)} [{gid}]", "number": f"{key}.{per_part[key]}",
                           "score": got, "max_score": float(pts), "status": "passed" if got >= pts else "failed",
                           "output": "\n".join(lines), "visibility": visibility})
     gids = [g for cells in layout.values() for g in cells]

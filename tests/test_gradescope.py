@@ -92,11 +92,11 @@ def harness(tmp_path_factory):
         shutil.copytree(folder, local_subs / student)
     local = {r["student"]: r for r in grade_class(Config(LAB, local_subs, tmp / "local", ROOT, workers=2),
                                                   progress=False)}
-    return archive, results, local
+    return archive, results, local, tmp / "local"
 
 
 def test_zip_has_gradescopes_layout(harness):
-    archive, _, _ = harness
+    archive, _, _, _ = harness
     with zipfile.ZipFile(archive) as zf:
         infos = {i.filename: i for i in zf.infolist()}
     for script in ("setup.sh", "run_autograder"):
@@ -107,7 +107,7 @@ def test_zip_has_gradescopes_layout(harness):
 
 
 def test_results_follow_gradescopes_format(harness):
-    _, results, local = harness
+    _, results, local, _ = harness
     for student, data in results.items():
         assert isinstance(data["score"], float) and data["visibility"] in VISIBILITIES, student
         assert data["tests"], student
@@ -120,7 +120,7 @@ def test_results_follow_gradescopes_format(harness):
 
 
 def test_results_equal_the_local_grades(harness):
-    _, results, local = harness
+    _, results, local, _ = harness
     assert local["reference"]["score"] == 20 and local["empty"]["score"] == 0
     assert 0 < local["broken"]["score"] < 20
     for student, data in results.items():
@@ -132,7 +132,7 @@ def test_results_equal_the_local_grades(harness):
 
 
 def test_students_read_why_but_not_the_hidden_tests(harness):
-    _, results, _ = harness
+    _, results, _, _ = harness
     broken = {t["name"].rsplit("[", 1)[1].rstrip("]"): t for t in results["broken"]["tests"]}
     failed = [t for t in broken.values() if t["score"] < t["max_score"]]
     assert failed and all(t["output"].startswith("Failed") for t in failed)
@@ -141,3 +141,31 @@ def test_students_read_why_but_not_the_hidden_tests(harness):
     for data in results.values():
         text = json.dumps(data)
         assert "_checks" not in text and "BEGIN HIDDEN" not in text
+
+
+def test_local_csv_in_lab_order_and_a_rerun_is_cheap_and_quiet(harness):
+    """The same class graded locally: grades.csv's columns follow the lab; a second run grades
+    nobody, rewrites no feedback page and no gradebook; a forced merge warns about nothing."""
+    import csv
+    import time
+    import warnings
+
+    _, _, local, out = harness
+    with open(out / "grades.csv") as f:
+        header = next(csv.reader(f))
+    assert header[4:-1] == [f"{LAB}:{g}" for g in LAB_ORDER]
+    pages = {p: p.stat().st_mtime_ns for p in (out / "feedback").rglob("*.html")}
+    assert len(pages) == 3
+    db = (out / "gradebook.db").stat().st_mtime_ns
+    cfg = Config(LAB, out.parent / "local-submissions", out, ROOT, workers=2)
+    t0 = time.perf_counter()
+    again = {r["student"]: r for r in grade_class(cfg, progress=False)}
+    assert again == local
+    assert {p: p.stat().st_mtime_ns for p in pages} == pages and (out / "gradebook.db").stat().st_mtime_ns == db
+    print(f"\nre-run with everything graded: {time.perf_counter() - t0:.1f} s")
+    (out / "merged.sha256").unlink()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        grade_class(cfg, progress=False)
+    assert not [w for w in caught if "sqlalchemy" in w.category.__module__.lower()], [str(w.message) for w in caught]
+    assert (out / "gradebook.db").stat().st_mtime_ns != db  # the forced merge did write it
