@@ -45,7 +45,7 @@ SRC="$ROOT/source"
 if [ -z "${SPECLAB_PYTHON:-}" ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  apt-get install -y -q python3 python3-venv python3-pip util-linux
+  apt-get install -y -q python3 python3-venv python3-pip util-linux bubblewrap
   python3 -m venv "$ROOT/venv"
   "$ROOT/venv/bin/pip" install -q --upgrade pip
   # the CPU build of torch (Gradescope's graders have no GPU); then the rest
