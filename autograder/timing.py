@@ -1,0 +1,86 @@
+"""What grading one student costs: `python -m autograder.timing LAB SUBMISSIONS [--out DIR] [--repeats N]`.
+
+Grades every student of SUBMISSIONS (a folder, as for `grade`) one after the other, with the
+re-check on, and prints for each the wall time and the CPU time (user + system, of the grader
+and of every process it waited for: nbgrader, the kernel it starts, the clean re-check) of
+each sandboxed command and of the whole student. CPU time is what a quiet machine's wall time
+would roughly be for these single-threaded processes (OMP_NUM_THREADS=1 in the sandbox); on a
+loaded machine wall time grows with the load and CPU time much less. The template (the lab
+released once) is built first and reported apart, as it is paid once per class.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def main(argv: list[str] | None = None) -> int:
+    from . import sandbox
+    from .locate import find_course
+    from .nbgrader_cmd import skip_slow_imports
+
+    skip_slow_imports()
+    from .pipeline import Config, build_template, collect, grade_student
+
+    ap = argparse.ArgumentParser(prog="python -m autograder.timing")
+    ap.add_argument("lab")
+    ap.add_argument("submissions", type=Path)
+    ap.add_argument("--out", type=Path, default=None, help="default: a folder under /tmp")
+    ap.add_argument("--course", type=Path, default=None)
+    ap.add_argument("--repeats", type=int, default=1, help="grade every student this many times")
+    a = ap.parse_args(argv)
+    course = find_course(a.course)
+    out = (a.out or Path("/tmp") / f"speclab-timing-{a.lab}-{os.getpid()}").resolve()
+    cfg = Config(a.lab, a.submissions.resolve(), out, course, workers=1, force=True)
+    out.mkdir(parents=True, exist_ok=True)
+    original = sandbox.run
+    phases: list[tuple[str, float, float]] = []
+
+    def timed(cmd, *args, **kwargs):
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        result = original(cmd, *args, **kwargs)
+        joined = " ".join(map(str, cmd))
+        name = ("re-check" if "replay" in joined else "nbgrader autograde" if "autograde" in joined
+                else Path(str(cmd[0])).name)
+        phases.append((name, time.perf_counter() - t0, cpu_seconds() - c0))
+        return result
+
+    sandbox.run = timed
+    try:
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        layout = build_template(cfg)
+        print(f"template (once per class): wall {time.perf_counter() - t0:.1f} s, cpu {cpu_seconds() - c0:.1f} s")
+        students = collect(cfg.submissions, cfg.lab, cfg.out)
+        totals: dict[str, list[tuple[float, float]]] = {}
+        for rep in range(a.repeats):
+            for student, folder in students.items():
+                phases.clear()
+                t0, c0 = time.perf_counter(), cpu_seconds()
+                result = grade_student(cfg, layout, student, folder, 0)
+                wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+                totals.setdefault(student, []).append((wall, cpu))
+                load = os.getloadavg()[0]
+                print(f"{student} (run {rep + 1}): {result['score']:g}/{result['max_score']:g} points, "
+                      f"wall {wall:.1f} s, cpu {cpu:.1f} s, load average {load:.1f}")
+                for name, w, c in phases:
+                    print(f"    {name}: wall {w:.1f} s, cpu {c:.1f} s")
+        for student, runs in totals.items():
+            print(f"{student}: median of {len(runs)} run(s): wall {statistics.median(w for w, _ in runs):.1f} s, "
+                  f"cpu {statistics.median(c for _, c in runs):.1f} s")
+    finally:
+        sandbox.run = original
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
