@@ -33,6 +33,14 @@ input only ever precedes positions whose outputs the decoder discards (the targe
 gives the id probability 0, so a drafted one is rejected) or changes the draft's
 proposals, never the law of the output.
 
+Command line (the figures a decoder should reproduce on a pair, no decoder needed):
+
+    python -m speclab.hf EleutherAI/pythia-1.4b-deduped EleutherAI/pythia-160m-deduped
+
+prints alpha (at temperature 1 and greedy) along a text the target writes, the
+measured c and v(k) = T_target(k+1) / T_target(1), and the predicted speedup
+S(k) = E[N] / (k/c + v(k)) of every k (see book chapter 7).
+
 Downloading: a hub name makes `from_pretrained` download (the library's own code
 path, cached under ~/.cache/huggingface). Set HF_HUB_OFFLINE=1 to forbid it; the
 course's tests and book build only ever load local folders.
@@ -44,7 +52,10 @@ from typing import Sequence
 
 import torch
 
-__all__ = ["HFConfig", "HFCache", "HFCausalLM", "load_hf_pair", "check_same_tokenizer", "TokenizerMismatch"]
+__all__ = [
+    "HFConfig", "HFCache", "HFCausalLM", "load_hf_pair", "check_same_tokenizer", "TokenizerMismatch",
+    "PairReport", "pair_report", "save_tiny_pair", "main",
+]
 
 
 def _transformers():
@@ -164,7 +175,7 @@ class HFCausalLM:
 
     def __repr__(self) -> str:
         c = self.cfg
-        return (f"HFCausalLM({c.name!r}, {c.architecture}, {self.num_params() / 1e6:.1f}M parameters, "
+        return (f"HFCausalLM({c.name!r}, {c.architecture}, {self.num_params():,} parameters, "
                 f"V={c.vocab_size} (own {c.own_vocab_size}), {self.dtype}, {self.device})")
 
     # -- text -------------------------------------------------------------------------
@@ -427,3 +438,106 @@ def save_tiny_pair(
         tokenizer.save_pretrained(path)
         paths.append(str(path))
     return paths[0], paths[1]
+
+
+# ---------------------------------------------------------------- figures of a pair
+@dataclass(frozen=True)
+class PairReport:
+    """What a speculative decoder on this pair should see (book chapter 7, eq. of the measured speedup)."""
+
+    tokens: int  # positions alpha was averaged over
+    alpha: float  # mean over positions of sum_x min(p(x), q(x)) at `temperature`
+    alpha_se: float  # its standard error (positions treated as independent: optimistic)
+    greedy_agreement: float  # share of positions with argmax p = argmax q: alpha at temperature 0
+    temperature: float
+    c: float  # T_target(1) / T_draft(1), medians of interleaved repeats
+    verify: dict  # k -> v(k) = T_target(k + 1) / T_target(1)
+    predicted: dict  # k -> S(k) = E[N] / (k / c + v(k)) at this alpha
+    context_len: int
+    device: str
+
+    @property
+    def best_k(self) -> int:
+        return max(self.predicted, key=self.predicted.get)
+
+    def __str__(self) -> str:
+        rows = "\n".join(f"{k:3d}  {self.verify[k]:6.2f}  {self.predicted[k]:6.2f}" for k in self.predicted)
+        return (f"{self.device}: alpha(T={self.temperature:g}) = {self.alpha:.3f} +- {self.alpha_se:.3f}, "
+                f"greedy agreement = {self.greedy_agreement:.3f} ({self.tokens} positions); "
+                f"c = {self.c:.2f} at context {self.context_len}\n  k    v(k)    S(k)\n{rows}\n"
+                f"best k = {self.best_k}: predicted speedup {self.predicted[self.best_k]:.2f}")
+
+
+@torch.no_grad()
+def pair_report(
+    target: HFCausalLM,
+    draft: HFCausalLM,
+    prompt: str,
+    new_tokens: int = 128,
+    temperature: float = 1.0,
+    ks: Sequence[int] = (1, 2, 3, 4, 5, 6, 8),
+    context_len: int = 128,
+    repeats: int = 7,
+    seed: int = 0,
+) -> PairReport:
+    """alpha, c, v(k) and the predicted speedup of a pair, measured on its own device.
+
+    alpha is averaged over the positions of a text the target samples from `prompt` at
+    `temperature` (the prefixes a decoder meets), with p and q from process_logits. The
+    timings are speclab.measure's: cached forwards after context_len tokens, target and
+    draft interleaved round-robin, medians after warm-up.
+    """
+    from speclab import measure, theory
+    from speclab.sampling import generate, process_logits
+
+    if temperature <= 0:
+        raise ValueError(f"alpha is measured on a sampled text: temperature must be > 0, got {temperature}")
+    ids = target.encode(prompt)
+    gen = torch.Generator(device=target.device).manual_seed(seed)
+    text = generate(target, ids[None], new_tokens, temperature=temperature, generator=gen)  # [1, T0 + n]
+    p_logits = target.reference_forward(text)[0, ids.numel() - 1 : -1]  # rows predicting the new tokens
+    q_logits = draft.reference_forward(text)[0, ids.numel() - 1 : -1]
+    overlap = torch.minimum(process_logits(p_logits, temperature), process_logits(q_logits, temperature)).sum(-1)
+    agree = (p_logits.argmax(-1) == q_logits.argmax(-1)).float()
+    ks = sorted({int(k) for k in ks})
+    t_fns = measure.forward_step_fns(target, [1] + [k + 1 for k in ks], context_len=context_len)
+    d_fn = measure.forward_step_fns(draft, [1], context_len=context_len)[1]
+    times = measure.time_interleaved([d_fn, *t_fns.values()], ["draft m=1"] + [f"target m={m}" for m in t_fns],
+                                     repeats=repeats, warmup=2, device=target.device)
+    t_draft, t_target = times[0].median, times[1].median
+    # a pass over k + 1 tokens cannot cost less than one over 1 token: a ratio below 1 is timing noise
+    verify = {k: max(1.0, times[1 + list(t_fns).index(k + 1)].median / t_target) for k in ks}
+    alpha = float(overlap.mean())
+    c = t_target / t_draft
+    predicted = {k: float(theory.expected_tokens(min(alpha, 1.0), k)) / (k / c + verify[k]) for k in ks}
+    se = float(overlap.std() / overlap.numel() ** 0.5) if overlap.numel() > 1 else float("nan")
+    return PairReport(tokens=int(overlap.numel()), alpha=alpha, alpha_se=se, greedy_agreement=float(agree.mean()),
+                      temperature=temperature, c=c, verify=verify, predicted=predicted, context_len=context_len,
+                      device=measure.device_name(target.device))
+
+
+def main(argv: Sequence[str] | None = None) -> PairReport:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m speclab.hf", description="alpha, c, v(k) and predicted speedup of a "
+                                 "Hugging Face target/draft pair (downloads hub names unless HF_HUB_OFFLINE=1)")
+    ap.add_argument("target")
+    ap.add_argument("draft")
+    ap.add_argument("--prompt", default="The history of the printing press begins")
+    ap.add_argument("--tokens", type=int, default=128, help="new tokens the target writes for alpha")
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--context", type=int, default=128, help="cached tokens before each timed forward")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--device", default=None, help="default: cuda if present, else cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    args = ap.parse_args(argv)
+    target, draft = load_hf_pair(args.target, args.draft, device=args.device, dtype=getattr(torch, args.dtype))
+    print(target, draft, sep="\n")
+    report = pair_report(target, draft, args.prompt, args.tokens, args.temperature, context_len=args.context,
+                         repeats=args.repeats)
+    print(report)
+    return report
+
+
+if __name__ == "__main__":
+    main()
