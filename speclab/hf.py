@@ -351,7 +351,7 @@ def load_hf_pair(
 # ---------------------------------------------------------------- tiny random pairs
 # Used by the tests and the book: a real library model and tokenizer, built offline in
 # a second, so every code path of the wrapper runs without a download.
-TINY_ARCHITECTURES = ("llama", "gpt2", "qwen3")
+TINY_ARCHITECTURES = ("llama", "gpt2", "qwen3", "gpt_neox")
 TINY_TEXTS = ("red green blue", "blue red", "green green red")  # a 3-word vocabulary plus <unk>
 
 
@@ -372,7 +372,9 @@ def tiny_config(arch: str, vocab_size: int, n_layer: int, init_std: float = 0.3,
 
     llama: LlamaConfig, multi-head attention (2 query heads, 2 key/value heads);
     gpt2: GPT2Config (learned positions, LayerNorm, tied head);
-    qwen3: Qwen3Config with grouped-query attention (4 query heads share 1 key/value head).
+    qwen3: Qwen3Config with grouped-query attention (4 query heads share 1 key/value head);
+    gpt_neox: GPTNeoXConfig, the architecture of Pythia (parallel residual, rotary on a quarter
+    of each head, untied head).
     init_std is the library's initializer_range: large enough that next-token distributions
     are far from uniform, so draft and target disagree visibly.
     """
@@ -387,6 +389,9 @@ def tiny_config(arch: str, vocab_size: int, n_layer: int, init_std: float = 0.3,
     if arch == "qwen3":
         return tf.Qwen3Config(hidden_size=16, intermediate_size=32, num_hidden_layers=n_layer, num_attention_heads=4,
                               num_key_value_heads=1, head_dim=8, max_position_embeddings=max_len, **common)
+    if arch == "gpt_neox":
+        return tf.GPTNeoXConfig(hidden_size=16, intermediate_size=64, num_hidden_layers=n_layer, num_attention_heads=2,
+                                max_position_embeddings=max_len, rotary_pct=0.25, **common)
     raise ValueError(f"unknown tiny architecture {arch!r}; choose one of {TINY_ARCHITECTURES}")
 
 
