@@ -446,6 +446,7 @@ def save_tiny_pair(
 
 
 # ---------------------------------------------------------------- figures of a pair
+NOISY_IQR = 0.5  # a timing whose interquartile range exceeds this share of its median is flagged
 @dataclass(frozen=True)
 class PairReport:
     """What a speculative decoder on this pair should see (book chapter 7, eq. of the measured speedup)."""
@@ -460,6 +461,7 @@ class PairReport:
     predicted: dict  # k -> S(k) = E[N] / (k / c + v(k)) at this alpha
     context_len: int
     device: str
+    noisy: tuple = ()  # labels of timings whose interquartile range exceeds NOISY_IQR of their median
 
     @property
     def best_k(self) -> int:
@@ -467,10 +469,14 @@ class PairReport:
 
     def __str__(self) -> str:
         rows = "\n".join(f"{k:3d}  {self.verify[k]:6.2f}  {self.predicted[k]:6.2f}" for k in self.predicted)
+        warn = ""
+        if self.noisy:
+            warn = (f"\nunstable timings (interquartile range over {NOISY_IQR:.0%} of the median): "
+                    f"{', '.join(self.noisy)}; re-run on a quiet machine or with more --repeats")
         return (f"{self.device}: alpha(T={self.temperature:g}) = {self.alpha:.3f} +- {self.alpha_se:.3f}, "
                 f"greedy agreement = {self.greedy_agreement:.3f} ({self.tokens} positions); "
                 f"c = {self.c:.2f} at context {self.context_len}\n  k    v(k)    S(k)\n{rows}\n"
-                f"best k = {self.best_k}: predicted speedup {self.predicted[self.best_k]:.2f}")
+                f"best k = {self.best_k}: predicted speedup {self.predicted[self.best_k]:.2f}{warn}")
 
 
 @torch.no_grad()
@@ -516,9 +522,10 @@ def pair_report(
     c = t_target / t_draft
     predicted = {k: float(theory.expected_tokens(min(alpha, 1.0), k)) / (k / c + verify[k]) for k in ks}
     se = float(overlap.std() / overlap.numel() ** 0.5) if overlap.numel() > 1 else float("nan")
+    noisy = tuple(t.label for t in times if (t.quartiles[1] - t.quartiles[0]) > NOISY_IQR * t.median)
     return PairReport(tokens=int(overlap.numel()), alpha=alpha, alpha_se=se, greedy_agreement=float(agree.mean()),
                       temperature=temperature, c=c, verify=verify, predicted=predicted, context_len=context_len,
-                      device=measure.device_name(target.device))
+                      device=measure.device_name(target.device), noisy=noisy)
 
 
 def main(argv: Sequence[str] | None = None) -> PairReport:
