@@ -19,6 +19,10 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers", reason='speclab.hf needs the [hf] extra: pip install -e ".[hf]"')
+import huggingface_hub.constants  # noqa: E402
+
+# the library reads the variable when it is first imported: make sure this run really is offline
+assert huggingface_hub.constants.HF_HUB_OFFLINE, "HF_HUB_OFFLINE was not in effect: the tests could download"
 
 from autograder.checks.stats import ExactnessCase, case_false_failure_bound, check_case, power_lower_bound  # noqa: E402
 from speclab.hf import (  # noqa: E402
