@@ -118,7 +118,7 @@ def to_html(questions: Sequence[MultipleChoice | Numeric]) -> str:
             answers.append(f"<li>{_fmt(q.answer, q.digits)} (within {q.tolerance:g}). "
                            f"{html.escape(q.explanation, quote=False)}</li>")
     return (
-        "<div class='speclab-quiz-static'>"
+        "<div class='speclab-quiz-static tex2jax_process mathjax_process'>"
         "<details><summary>The quiz as text, with answers (no JavaScript needed)</summary>"
         f"<ol>{''.join(items)}</ol>"
         f"<details><summary>Answers</summary><ol>{''.join(answers)}</ol></details>"
