@@ -125,3 +125,32 @@ def test_cached_build_never_shows_a_stale_output(tmp_path):
     assert build(source, out).returncode == 0
     text = page.read_text()
     assert "marker-second" in text and not re.search(r"marker-first", text)
+
+
+CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.md"))
+CODE_CELL = re.compile(r"```\{code-cell\} ipython3\n(.*?)\n```", re.S)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_every_chapter_opens_with_objectives_and_closes_with_a_quiz(chapter):
+    text = chapter.read_text()
+    head = text[: text.index("\n## ")]  # before the first section
+    assert "```{admonition} In this chapter" in head and "After this chapter you can" in head
+    assert "**Prerequisites:**" in head and "**Time:**" in head
+    quiz_cells = [c for c in CODE_CELL.findall(text) if "quiz.show(questions)" in c]
+    assert len(quiz_cells) == 1, "one self-check quiz per chapter"
+    cell = quiz_cells[0]
+    n_questions = cell.count("quiz.MultipleChoice(") + cell.count("quiz.Numeric(")
+    assert n_questions >= 4 and "quiz.MultipleChoice(" in cell and "quiz.Numeric(" in cell
+    assert "assert len(questions) >= 4" in cell
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "book").rglob("*.md")), ids=lambda p: p.stem)
+def test_every_figure_has_a_caption_and_no_solution_code_is_inert(page):
+    text = page.read_text()
+    for cell in CODE_CELL.findall(text):
+        if "plt.subplots" in cell or "plt.plot(" in cell:
+            assert "mystnb:" in cell and "caption:" in cell and "name: fig-" in cell, (
+                f"{page.name}: a figure without caption/label:\n{cell[:300]}"
+            )
+    assert "```python" not in text, f"{page.name}: a ```python block never runs; use a code-cell"
