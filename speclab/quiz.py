@@ -126,12 +126,30 @@ def to_html(questions: Sequence[MultipleChoice | Numeric]) -> str:
     )
 
 
+# jupyterquiz typesets its math when it draws the quiz, which on a book page happens while the
+# page is still loading, before the (deferred) MathJax script has run. This waits for MathJax
+# and typesets every quiz on the page once it is ready.
+TYPESET_WHEN_READY = """
+(function typesetQuizzes(tries) {
+  var mj = window.MathJax;
+  if (mj && mj.startup && mj.startup.promise && mj.typesetPromise) {
+    mj.startup.promise.then(function () {
+      return mj.typesetPromise(Array.prototype.slice.call(document.querySelectorAll('.Quiz')));
+    });
+  } else if (tries < 600) {
+    setTimeout(function () { typesetQuizzes(tries + 1); }, 100);
+  }
+})(0);
+"""
+
+
 def show(questions: Sequence[MultipleChoice | Numeric]) -> None:
     """Display the interactive quiz and, under it, its static copy."""
-    from IPython.display import HTML, display
+    from IPython.display import HTML, Javascript, display
     from jupyterquiz import display_quiz
 
     if len(questions) < 1:
         raise ValueError("a quiz needs at least one question")
     display_quiz(to_jupyterquiz(questions), shuffle_answers=False, max_width=760)
+    display(Javascript(TYPESET_WHEN_READY))
     display(HTML(to_html(questions)))
