@@ -263,6 +263,12 @@ class StaticKVCache:
         """Empty the cache (same as rollback(0)), without a host sync."""
         self.length_t.zero_()
 
+    def rollback_unchecked(self, n: int) -> None:
+        """Set L = n with one device write and no check: for decoders that track every length on the
+        host (the greedy graphed decoder of speclab.gpu_report). n must lie in [0, L]; a larger n
+        would expose slots that hold no valid position. Prefer rollback() anywhere else."""
+        self.length_t.fill_(n)
+
     def __repr__(self) -> str:
         return (
             f"StaticKVCache(capacity={self.capacity}, batch={self.batch}, layers={self.n_layer}, "
