@@ -217,6 +217,9 @@ def lab2_autograde(timeout_s: float = 1800.0) -> dict:
         _repo_on_path()
         from autograder.mutants import make_submission
 
+        for needed in (REPO / "solutions" / "lab2" / "lab2.ipynb", REPO / "autograder" / "nbgrader_config.py"):
+            if not needed.is_file():
+                raise FileNotFoundError(f"{needed} is missing: the lab sources moved? (see autograder/LAB2.md)")
         nbgrader = Path(sys.executable).parent / "nbgrader"
         if not nbgrader.exists():
             raise FileNotFoundError(f"{nbgrader} not found (install nbgrader in this environment)")
@@ -417,18 +420,19 @@ def _load_pair(pair: str, device: torch.device, dtype: torch.dtype):
 
 
 def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: int, ks, temperatures,
-                 repeats: int, graphs: bool) -> list[dict]:
+                 repeats: int, graphs: bool, cost_repeats: int | None = None) -> list[dict]:
     """Rows of the `spec` table for one pair: per (decoder, temperature, k) alpha, c, c_verify,
     predicted and measured speedup, the baseline and the decoders timed interleaved in one run."""
     target, draft = _load_pair(pair, device, dtype)
     ns = load_lab2_reference()
     prompt = _prompt(device)
     rows: list[dict] = []
+    cost_repeats = max(20, 5 * repeats) if cost_repeats is None else cost_repeats
 
     # costs of the eager steps the reference decoder runs: c and c_verify(k), interleaved
     ft = _eager_step_fns(target, [1] + [k + 1 for k in ks], context_len=64)
     fd = _eager_step_fns(draft, [1], context_len=64)
-    med = _interleaved([fd[1]] + list(ft.values()), device, repeats=max(20, 5 * repeats), warmup=3, desc="c, c_verify")
+    med = _interleaved([fd[1]] + list(ft.values()), device, repeats=cost_repeats, warmup=3, desc="c, c_verify")
     c = med[1] / med[0]
     c_verify = {k: max(1.0, med[2 + i] / med[1]) for i, k in enumerate(ks)}  # below 1 is timing noise
 
@@ -478,7 +482,7 @@ def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: in
             gp.target.forward_static(context, gp.tc)
             gp.draft.forward_static(context, gp.dc)
         med = _interleaved([at(gp.dc, gp.d1, 1), at(gp.tc, gp.t1, 1)] + [at(gp.tc, gp.verify[k], k + 1) for k in ks],
-                           device, repeats=max(20, 5 * repeats), warmup=3, desc="graphed c")
+                           device, repeats=cost_repeats, warmup=3, desc="graphed c")
         gc = med[1] / med[0]
         gv = {k: max(1.0, med[2 + i] / med[1]) for i, k in enumerate(ks)}
         accs: dict[int, list] = {}
