@@ -220,9 +220,14 @@ def lab2_autograde(timeout_s: float = 1800.0) -> dict:
         for needed in (REPO / "solutions" / "lab2" / "lab2.ipynb", REPO / "autograder" / "nbgrader_config.py"):
             if not needed.is_file():
                 raise FileNotFoundError(f"{needed} is missing: the lab sources moved? (see autograder/LAB2.md)")
-        nbgrader = Path(sys.executable).parent / "nbgrader"
+        import shutil
+
+        nbgrader = Path(sys.executable).parent / "nbgrader"  # the venv's, else the one on PATH (GPU image: /tmp/site/bin)
         if not nbgrader.exists():
-            raise FileNotFoundError(f"{nbgrader} not found (install nbgrader in this environment)")
+            found = shutil.which("nbgrader")
+            if found is None:
+                raise FileNotFoundError("nbgrader not found: install it, or on a bare GPU image carry `make gpu-wheels`'s .whl/")
+            nbgrader = Path(found)
         with tempfile.TemporaryDirectory(prefix="lab2-gpu-") as tmp:
             root = Path(tmp)
             (root / "nbgrader_config.py").write_text(
