@@ -15,7 +15,10 @@ $PY -m pip download -q --only-binary=:all: --python-version 3.12 --implementatio
 for name in numpy torch jinja2 markupsafe pyyaml requests urllib3 idna certifi charset_normalizer attrs \
             packaging python_dateutil six pygments typing_extensions tqdm anyio h11 httpx httpcore click \
             rich markdown_it_py mdurl psutil filelock fsspec tabulate setuptools wheel pip prometheus_client \
-            sympy mpmath networkx; do
+            sympy mpmath networkx \
+            `# not needed to autograde (front-ends, debugger, completion): keeps .whl/ near 25 MB` \
+            jupyterlab jupyterlab_server jupyterlab_widgets jupyter_lsp jupyter_builder notebook notebook_shim \
+            babel json5 async_lru widgetsnbextension ipywidgets debugpy jedi parso; do
   find .whl -maxdepth 1 \( -iname "$name-*.whl" -o -iname "${name//_/-}-*.whl" \) -delete
 done
 du -sh .whl
