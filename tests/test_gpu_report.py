@@ -172,3 +172,21 @@ def test_gpu_decode_reaches_the_memory_roof_with_graphs():
     row = G.decode_entry(name, cfg, dev, torch.bfloat16, 128, copy_bw, 0.5)
     assert row["weights_bytes"] >= 1e9 and row["graphs"] == "cuda graph"
     assert row["graphs_fraction_of_copy"] >= 0.8, row
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_graphed_decoders_on_cuda_emit_the_greedy_tokens():
+    """The CUDA-graph decoders in float32 (bf16 may flip near-ties between a 1-token and a k+1-token
+    forward): speculative output equals autoregressive output, and no step reads the host mid-draft."""
+    from speclab.checkpoints import load_pair
+    from speclab.data import heldout_windows
+
+    target, draft = load_pair(device="cuda", dtype=torch.float32)
+    prompt = heldout_windows(1, 16, seed=5)[0].cuda()
+    pair = G._GraphedPair(target, draft, capacity=16 + 64 + 10, ks=[2, 5])
+    assert pair.t1.captured and pair.verify[5].captured
+    want = G.graphed_greedy_autoregressive(pair, prompt, 64)
+    for k in (2, 5):
+        got, accepted = G.graphed_greedy_speculative(pair, prompt, 64, k)
+        assert got == want and sum(accepted) > 0

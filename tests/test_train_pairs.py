@@ -79,3 +79,25 @@ def test_missing_gpu_pair_names_the_training_command(tmp_path):
     assert pair_directory("gpu").name == "gpu" and pair_directory("shipped").name == "weights"
     with pytest.raises(ValueError, match="unknown pair preset"):
         load_pair(preset="huge")
+
+
+def test_evaluate_reads_a_named_pair(tiny_pair):
+    from speclab.evaluate import main as evaluate
+
+    res = evaluate(["--pair", "tiny", "--weights", str(tiny_pair), "--skip-timing", "--max-bytes", "2048", "--window", "64"])
+    assert res["pair"] == "tiny" and res["heldout"]["bytes"] == 2048
+    assert 0 < res["heldout"]["draft_alpha"]["mean"] <= 1
+
+
+def test_model_card_gpu_parameter_counts_match_the_presets():
+    from pathlib import Path
+
+    import torch
+
+    from speclab.model import GPT
+
+    card = (Path(__file__).resolve().parents[1] / "speclab" / "MODEL_CARD.md").read_text()
+    with torch.device("meta"):  # shapes only, no memory
+        counts = [GPT(PRESETS[name]).num_params() for name in ("gpu-target", "gpu-draft")]
+    assert f"| {counts[0]:,} | {counts[1]:,} |" in card
+    assert "awaiting a GPU run" in card  # no GPU figure is claimed before a GPU run

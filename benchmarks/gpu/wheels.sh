@@ -16,9 +16,9 @@ for name in numpy torch jinja2 markupsafe pyyaml requests urllib3 idna certifi c
             packaging python_dateutil six pygments typing_extensions tqdm anyio h11 httpx httpcore click \
             rich markdown_it_py mdurl psutil filelock fsspec tabulate setuptools wheel pip prometheus_client \
             sympy mpmath networkx \
-            `# not needed to autograde (front-ends, debugger, completion): keeps .whl/ near 25 MB` \
+            `# not needed to autograde (front-ends, debugger): keeps .whl/ near 31 MB; IPython needs jedi` \
             jupyterlab jupyterlab_server jupyterlab_widgets jupyter_lsp jupyter_builder notebook notebook_shim \
-            babel json5 async_lru widgetsnbextension ipywidgets debugpy jedi parso; do
+            babel json5 async_lru widgetsnbextension ipywidgets debugpy; do
   find .whl -maxdepth 1 \( -iname "$name-*.whl" -o -iname "${name//_/-}-*.whl" \) -delete
 done
 du -sh .whl
