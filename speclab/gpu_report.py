@@ -139,6 +139,12 @@ def decode_bytes(model: GPT, context_len: int) -> int:
     return weights + per_position * (context_len + 1) + per_position
 
 
+def _slots(needed: int, max_len: int) -> int:
+    """A cache capacity >= needed, rounded up to a multiple of 16 (the alignment the fused attention
+    kernels want for a mask's last dimension), at most max_len."""
+    return min(max_len, -(-needed // 16) * 16)
+
+
 def _random_model(cfg: GPTConfig, device: torch.device, dtype: torch.dtype, seed: int = 0) -> GPT:
     torch.manual_seed(seed)
     with torch.device(device):  # initialise on the device: a 1.6 GB model is slow to init on a CPU
@@ -147,7 +153,7 @@ def _random_model(cfg: GPTConfig, device: torch.device, dtype: torch.dtype, seed
 
 
 def decode_entry(name: str, cfg: GPTConfig, device: torch.device, dtype: torch.dtype, context_len: int,
-                 copy_GBps: float, min_run_time: float) -> dict:
+                 copy_GBps: float, min_run_time: float, compile: bool = False) -> dict:
     """One row of the decode sweep: eager and graphed decode step of a random-weight model."""
     model = _random_model(cfg, device, dtype)
     gen = torch.Generator().manual_seed(1)
@@ -165,7 +171,7 @@ def decode_entry(name: str, cfg: GPTConfig, device: torch.device, dtype: torch.d
         return model(token, position, cache)
 
     # the static path attends over every slot: keep the capacity just above the context
-    capacity = min(cfg.max_len, -(-(context_len + 1) // 8) * 8)
+    capacity = _slots(context_len + 1, cfg.max_len)
     scache = model.new_static_cache(batch=1, max_len=capacity)
     with torch.inference_mode():
         model.forward_static(context, scache)
@@ -177,6 +183,17 @@ def decode_entry(name: str, cfg: GPTConfig, device: torch.device, dtype: torch.d
 
     with torch.inference_mode():  # the two paths compute the same logits (bf16 tolerance)
         diff = (eager()[0, -1] - graphed()[0, -1]).abs().max().item()
+    compiled = None
+    if compile:  # Inductor's fused kernels (no cudagraphs of its own) inside our CUDA graph, as gpt-fast does
+        fused = torch.compile(model.forward_static, fullgraph=True, dynamic=False)
+        cstep = GraphedStep(model, scache, T=1, forward=fused)
+
+        def compiled_step():
+            scache.rollback_unchecked(context_len)
+            return cstep(token)
+
+        compiled = bench(compiled_step, min_run_time, f"{name} compiled+graphs")
+        del cstep
     need = decode_bytes(model, context_len)
     params = sum(p.numel() for p in model.parameters())
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -187,7 +204,10 @@ def decode_entry(name: str, cfg: GPTConfig, device: torch.device, dtype: torch.d
     if device.type == "cuda":
         torch.cuda.empty_cache()
     per_s = copy_GBps * 1e9
-    return {
+    extra = {} if compiled is None else {
+        "compiled_graphs_ms": compiled["median_s"] * 1e3,
+        "compiled_graphs_fraction_of_copy": need / compiled["median_s"] / per_s}
+    return {**extra,
         "name": name, "config": cfg.to_dict(), "dtype": str(dtype).removeprefix("torch."),
         "params": params, "weights_bytes": weights,
         "step_bytes": need, "context": context_len,
@@ -322,6 +342,7 @@ class _GraphedPair:
 
     def __init__(self, target: GPT, draft: GPT, capacity: int, ks) -> None:
         self.target, self.draft = target, draft
+        capacity = _slots(capacity, min(target.cfg.max_len, draft.cfg.max_len))
         self.tc = target.new_static_cache(max_len=capacity)
         self.dc = draft.new_static_cache(max_len=capacity)
         self.t1 = GraphedStep(target, self.tc, T=1)
@@ -466,7 +487,7 @@ def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: in
             alpha = ns["pooled_alpha"](last_acc[k], k)
             pred = ns["predicted_speedup"](alpha, k, c, c_verify[k])
             meas = times[0] / times[1 + i]
-            rows.append({"pair": pair, "decoder": "lab2-reference (eager)", "k": k, "temperature": float(temperature),
+            rows.append({"pair": pair, "dtype": str(dtype).removeprefix("torch."), "decoder": "lab2-reference (eager)", "k": k, "temperature": float(temperature),
                          "alpha": alpha, "c": c, "c_verify": c_verify[k], "predicted_speedup": pred,
                          "measured_speedup": meas, "measured_over_predicted": meas / pred, "tokens": tokens,
                          "baseline_ms_per_token": times[0] / tokens * 1e3})
@@ -504,7 +525,7 @@ def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: in
             alpha = ns["pooled_alpha"](accs[k], k)
             pred = ns["predicted_speedup"](alpha, k, gc, gv[k])
             meas = times[0] / times[1 + i]
-            rows.append({"pair": pair, "decoder": "graphed greedy" if gp.t1.captured else "static greedy (no CUDA)",
+            rows.append({"pair": pair, "dtype": str(dtype).removeprefix("torch."), "decoder": "graphed greedy" if gp.t1.captured else "static greedy (no CUDA)",
                          "k": k, "temperature": 0.0, "alpha": alpha, "c": gc, "c_verify": gv[k],
                          "predicted_speedup": pred, "measured_speedup": meas, "measured_over_predicted": meas / pred,
                          "tokens": tokens, "baseline_ms_per_token": times[0] / tokens * 1e3})
@@ -533,7 +554,7 @@ def device_slug(label: str) -> str:
 
 def build_report(device: torch.device, sizes: str = "full", quick: bool = False, lab2: bool = False,
                  pairs: tuple[str, ...] = ("shipped",), spec_tokens: int | None = None, ks=SPEC_KS,
-                 temperatures=(0.0, 1.0)) -> dict:
+                 temperatures=(0.0, 1.0), compile: bool = False) -> dict:
     gpu = device.type == "cuda"
     dtype = torch.bfloat16 if gpu else torch.float32
     run_time = 0.05 if quick else (0.5 if gpu else 0.2)
@@ -550,7 +571,13 @@ def build_report(device: torch.device, sizes: str = "full", quick: bool = False,
     report["matmul_bf16_TFLOPs"] = mm["TFLOPs"]
     report["matmul"] = mm
     context = 128 if sizes == "full" else 16
-    report["decode"] = [decode_entry(name, cfg, device, dtype, context, copy["GBps"], run_time)
+    element = torch.empty((), dtype=dtype).element_size()
+
+    def big(cfg: GPTConfig) -> bool:  # --compile costs a compilation per size: only the >= 1 GB models get it
+        with torch.device("meta"):
+            return GPT(cfg).num_params() * element >= 1e9
+
+    report["decode"] = [decode_entry(name, cfg, device, dtype, context, copy["GBps"], run_time, compile and big(cfg))
                         for name, cfg in tqdm(SIZES[sizes], desc="decode sizes", leave=False)]
     report["lab2_autograde"] = lab2_autograde() if lab2 else None
     tokens = spec_tokens or (256 if gpu else 64)
@@ -579,7 +606,9 @@ def summary(report: dict) -> str:
              f"{'model':>16} {'weights MB':>10} {'eager ms':>9} {'graphs ms':>9} {'eager/copy':>10} {'graphs/copy':>11}"]
     for d in report["decode"]:
         lines.append(f"{d['name']:>16} {d['weights_bytes'] / 1e6:10.1f} {d['eager_ms']:9.3f} {d['graphs_ms']:9.3f} "
-                     f"{d['eager_fraction_of_copy']:10.2f} {d['graphs_fraction_of_copy']:11.2f}")
+                     f"{d['eager_fraction_of_copy']:10.2f} {d['graphs_fraction_of_copy']:11.2f}"
+                     + (f"   compiled+graphs {d['compiled_graphs_ms']:.3f} ms = {d['compiled_graphs_fraction_of_copy']:.2f} of copy"
+                        if "compiled_graphs_ms" in d else ""))
     lab2 = report.get("lab2_autograde")
     if lab2:
         lines.append(f"Lab 2 autograde: {lab2['points']} / {lab2['total']} in {lab2['seconds']:.0f} s"
@@ -605,6 +634,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--pairs", default="shipped", help="comma-separated pairs for the spec table: shipped, gpu, or none")
     ap.add_argument("--ks", default=",".join(map(str, SPEC_KS)), help="draft lengths k, comma-separated")
     ap.add_argument("--temperatures", default="0,1", help="comma-separated sampling temperatures of the spec table")
+    ap.add_argument("--compile", action="store_true",
+                    help="also time the >= 1 GB models' decode step compiled by torch.compile (fused kernels) inside a CUDA graph")
     ap.add_argument("--spec-tokens", type=int, default=None, help="new tokens per decode (default 256 on CUDA, 64 otherwise)")
     args = ap.parse_args(argv)
 
@@ -622,7 +653,7 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error(f"draft lengths must be >= 1, got {args.ks}")
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    report = build_report(device, sizes, args.quick, args.lab2, pairs, args.spec_tokens, ks, temps)
+    report = build_report(device, sizes, args.quick, args.lab2, pairs, args.spec_tokens, ks, temps, args.compile)
     report["command"] = "python -m speclab.gpu_report " + " ".join(sys.argv[1:] if argv is None else argv)
     validate(report)
     print(summary(report))

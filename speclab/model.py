@@ -633,10 +633,12 @@ class GraphedStep:
     slots it wrote lie past the valid length, so the cache's contents are unchanged in effect.
     """
 
-    def __init__(self, model: GPT, cache: StaticKVCache, T: int = 1, warmup: int = 3) -> None:
+    def __init__(self, model: GPT, cache: StaticKVCache, T: int = 1, warmup: int = 3, forward=None) -> None:
         if T < 1:
             raise ValueError(f"T must be >= 1, got {T}")
         self.model, self.cache, self.T = model, cache, T
+        # what is captured: model.forward_static, or e.g. torch.compile(model.forward_static) for fused kernels
+        self.forward = model.forward_static if forward is None else forward
         self.tokens = torch.zeros(cache.batch, T, dtype=torch.long, device=model.device)  # static input [B, T]
         self.graph = None
         self.logits = None
@@ -648,12 +650,12 @@ class GraphedStep:
         with torch.no_grad(), torch.cuda.stream(stream):  # warm-up outside capture (allocator, cuBLAS handles)
             for _ in range(warmup):
                 cache.length_t.copy_(saved)
-                model.forward_static(self.tokens, cache)
+                self.forward(self.tokens, cache)
         torch.cuda.current_stream(model.device).wait_stream(stream)
         cache.length_t.copy_(saved)
         self.graph = torch.cuda.CUDAGraph()
         with torch.no_grad(), torch.cuda.graph(self.graph):
-            self.logits = model.forward_static(self.tokens, cache)
+            self.logits = self.forward(self.tokens, cache)
         cache.length_t.copy_(saved)  # capture records kernels without running them; restore anyway for clarity
 
     @property
@@ -665,7 +667,7 @@ class GraphedStep:
             raise ValueError(f"this step was captured for tokens of shape {tuple(self.tokens.shape)}, got {tuple(tokens.shape)}")
         if self.graph is None:
             with torch.no_grad():
-                return self.model.forward_static(tokens, self.cache)
+                return self.forward(tokens, self.cache)
         self.tokens.copy_(tokens)
         self.graph.replay()
         return self.logits

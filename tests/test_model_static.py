@@ -254,3 +254,14 @@ def test_reduce_overhead_compile_matches_on_cuda():
         got = torch.cat([step(tokens[:, i : i + 1], cache).clone() for i in range(12)], dim=1)
     want = model.reference_forward(tokens)
     torch.testing.assert_close(got, want, atol=0.15, rtol=0.03)
+
+
+def test_graphed_step_takes_a_compiled_forward():
+    # GraphedStep(forward=torch.compile(...)) is how gpu_report --compile captures fused kernels;
+    # on a CPU nothing is captured and the compiled function runs as is
+    model = make_model(seed=11)
+    cache = model.new_static_cache(batch=1, max_len=16)
+    step = GraphedStep(model, cache, T=1, forward=torch.compile(model.forward_static, fullgraph=True, backend="eager"))
+    tokens = random_tokens(1, 5, 11)
+    got = torch.cat([step(tokens[:, i : i + 1]).clone() for i in range(5)], dim=1)
+    torch.testing.assert_close(got, model.reference_forward(tokens), atol=ATOL, rtol=0)

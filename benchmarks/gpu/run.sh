@@ -48,7 +48,7 @@ log="$OUTDIR/run-$(date -u +%Y%m%dT%H%M%SZ).log"
     fi
     pairs=shipped
     [[ -f speclab/weights/gpu/gpu-draft.safetensors ]] && pairs=shipped,gpu
-    time $PY -m speclab.gpu_report --lab2 --pairs "$pairs" \
+    time $PY -m speclab.gpu_report --lab2 --compile --pairs "$pairs" \
       --out "$OUTDIR/$($PY -c 'import torch,re;print(re.sub(r"[^a-z0-9]+","-",torch.cuda.get_device_name().lower()).strip("-"))')-$(date -u +%Y-%m-%d).json" \
       ${GPU_REPORT_ARGS:-}
   fi
