@@ -192,6 +192,8 @@ def decode_entry(name: str, cfg: GPTConfig, device: torch.device, dtype: torch.d
             scache.rollback_unchecked(context_len)
             return cstep(token)
 
+        with torch.inference_mode():
+            compiled_diff = (eager()[0, -1] - compiled_step()[0, -1]).abs().max().item()
         compiled = bench(compiled_step, min_run_time, f"{name} compiled+graphs")
         del cstep
     need = decode_bytes(model, context_len)
@@ -206,7 +208,8 @@ def decode_entry(name: str, cfg: GPTConfig, device: torch.device, dtype: torch.d
     per_s = copy_GBps * 1e9
     extra = {} if compiled is None else {
         "compiled_graphs_ms": compiled["median_s"] * 1e3,
-        "compiled_graphs_fraction_of_copy": need / compiled["median_s"] / per_s}
+        "compiled_graphs_fraction_of_copy": need / compiled["median_s"] / per_s,
+        "max_abs_logit_diff_eager_vs_compiled": compiled_diff}
     return {**extra,
         "name": name, "config": cfg.to_dict(), "dtype": str(dtype).removeprefix("torch."),
         "params": params, "weights_bytes": weights,

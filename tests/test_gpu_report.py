@@ -105,6 +105,7 @@ def test_graphed_greedy_speculative_emits_the_greedy_tokens(shipped, k):
     assert 0 < sum(accepted) < k * len(accepted)  # some drafts accepted, some rejected: both branches ran
 
 
+@pytest.mark.slow
 def test_equality_check_catches_an_off_by_one_rollback(shipped):
     # the equality above can fail: a decoder whose target rollback keeps one position too few
     # verifies against a shifted context and emits other tokens
@@ -118,6 +119,7 @@ def test_equality_check_catches_an_off_by_one_rollback(shipped):
     assert got != want
 
 
+@pytest.mark.slow
 def test_spec_rows_on_a_tiny_pair(monkeypatch):
     target, draft = tiny_pair()
     monkeypatch.setattr(G, "_load_pair", lambda pair, device, dtype: (target, draft))
