@@ -48,7 +48,7 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
-from speclab.model import GPT, PRESETS, GPTConfig, GraphedStep, StaticKVCache
+from speclab.model import GPT, PRESETS, GPTConfig, GraphedStep
 
 __all__ = [
     "SIZES", "SPEC_KS", "bench", "copy_bandwidth_gbps", "matmul_tflops", "decode_bytes", "decode_entry",
