@@ -52,7 +52,7 @@ from speclab.model import GPT, PRESETS, GPTConfig, GraphedStep
 
 __all__ = [
     "SIZES", "SPEC_KS", "bench", "copy_bandwidth_gbps", "matmul_tflops", "decode_bytes", "decode_entry",
-    "lab2_autograde", "load_lab2_reference", "graphed_greedy_autoregressive", "graphed_greedy_speculative",
+    "lab2_autograde", "load_lab2_reference", "predicted_speedup", "pooled_alpha", "graphed_greedy_autoregressive", "graphed_greedy_speculative",
     "spec_entries", "build_report", "validate", "main",
 ]
 
@@ -289,8 +289,7 @@ def lab2_autograde(timeout_s: float = 1800.0) -> dict:
 
 # ------------------------------------------------------------------ speculative decoding
 def load_lab2_reference() -> dict:
-    """The Lab 2 reference functions (speculative_decode, autoregressive_decode, pooled_alpha,
-    predicted_speedup), executed from the solution notebook the students' release is built from,
+    """The Lab 2 reference decoders (speculative_decode, autoregressive_decode), executed from the solution notebook the students' release is built from,
     or, failing that, from autograder/lab2_solution.py."""
     _repo_on_path()
     threads = torch.get_num_threads()  # the lab's set-up cell pins one CPU thread; keep ours
@@ -314,7 +313,7 @@ def _load_lab2_reference() -> dict:
         from autograder.mutants import reference_namespace
 
         ns = reference_namespace(nbformat.read(REPO / "solutions" / "lab2" / "lab2.ipynb", as_version=4))
-        if all(name in ns for name in ("speculative_decode", "autoregressive_decode", "pooled_alpha", "predicted_speedup")):
+        if all(name in ns for name in ("speculative_decode", "autoregressive_decode")):
             return ns
         errors.append("solutions/lab2/lab2.ipynb lacks one of the reference functions")
     except Exception as err:  # noqa: BLE001
@@ -338,6 +337,14 @@ def _expected_tokens(alpha: float, k: int) -> float:
 def predicted_speedup(alpha: float, k: int, c: float, c_verify: float) -> float:
     """S = E[N] / (k / c + c_verify), the Lab 2 cost model (costs in target forwards)."""
     return _expected_tokens(alpha, k) / (k / c + c_verify)
+
+
+def pooled_alpha(accepted: list[int], k: int) -> float:
+    """Accepted drafts / verified drafts: a step that stops at its first rejection verified a + 1
+    drafts when it accepted a < k, and k when it accepted all k."""
+    if not accepted:
+        raise ValueError("no speculative steps to estimate alpha from")
+    return sum(accepted) / sum(min(a + 1, k) for a in accepted)
 
 
 class _GraphedPair:
@@ -487,8 +494,8 @@ def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: in
         fns += [spec(k) for k in ks]
         times = _interleaved(fns, device, repeats, desc=f"{pair} T={temperature}")
         for i, k in enumerate(ks):
-            alpha = ns["pooled_alpha"](last_acc[k], k)
-            pred = ns["predicted_speedup"](alpha, k, c, c_verify[k])
+            alpha = pooled_alpha(last_acc[k], k)
+            pred = predicted_speedup(alpha, k, c, c_verify[k])
             meas = times[0] / times[1 + i]
             rows.append({"pair": pair, "dtype": str(dtype).removeprefix("torch."), "decoder": "lab2-reference (eager)", "k": k, "temperature": float(temperature),
                          "alpha": alpha, "c": c, "c_verify": c_verify[k], "predicted_speedup": pred,
@@ -525,8 +532,8 @@ def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: in
         times = _interleaved([lambda: graphed_greedy_autoregressive(gp, prompt, tokens)] + [gspec(k) for k in ks],
                              device, repeats, desc=f"{pair} graphed")
         for i, k in enumerate(ks):
-            alpha = ns["pooled_alpha"](accs[k], k)
-            pred = ns["predicted_speedup"](alpha, k, gc, gv[k])
+            alpha = pooled_alpha(accs[k], k)
+            pred = predicted_speedup(alpha, k, gc, gv[k])
             meas = times[0] / times[1 + i]
             rows.append({"pair": pair, "dtype": str(dtype).removeprefix("torch."), "decoder": "graphed greedy" if gp.t1.captured else "static greedy (no CUDA)",
                          "k": k, "temperature": 0.0, "alpha": alpha, "c": gc, "c_verify": gv[k],

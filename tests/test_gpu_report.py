@@ -53,6 +53,14 @@ def test_cpu_report_fits_the_schema_with_every_key(cpu_report):
         assert d["graphs"].startswith("static path")
 
 
+def test_cost_model_hand_values():
+    # alpha = 0.5, k = 2: E[N] = 1 + 0.5 + 0.25 = 1.75; cost = 2/4 + 1.5 = 2 target forwards -> S = 0.875
+    assert G.predicted_speedup(0.5, 2, 4.0, 1.5) == pytest.approx(0.875)
+    assert G.predicted_speedup(1.0, 3, 6.0, 1.0) == pytest.approx(4 / 1.5)
+    # k = 3: steps accepting 3, 1, 0 verified 3, 2, 1 drafts: alpha = 4 / 6
+    assert G.pooled_alpha([3, 1, 0], 3) == pytest.approx(4 / 6)
+
+
 def test_decode_bytes_counts_weights_and_cache():
     cfg = GPTConfig(n_layer=2, n_head=2, d_model=32, max_len=64)
     model = GPT(cfg).to(torch.bfloat16)

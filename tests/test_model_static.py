@@ -186,6 +186,7 @@ def test_static_step_compiles_without_graph_breaks():
 def test_static_cache_errors():
     model = make_model()
     cache = model.new_static_cache(batch=1, max_len=8)
+    assert isinstance(cache, StaticKVCache) and cache.length == 0 and cache.capacity == 8
     with pytest.raises(TypeError, match="StaticKVCache"):
         model.forward_static(random_tokens(1, 1, 0), model.new_cache(batch=1, max_len=8))
     with pytest.raises(ValueError, match="batch mismatch"):
