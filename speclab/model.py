@@ -100,11 +100,12 @@ PRESETS: dict[str, GPTConfig] = {
     #   target's embedding geometry and helps alpha (a wider single block predicts better).
     # - training cost is 6 N D: at a sustained 100 TFLOP/s in bf16 (an eighth of the H100's
     #   measured 800 on big matmuls: these are small, un-fused, un-compiled steps) the
-    #   201M-parameter target sees 100e12 * 270 s / (6 * 2e8) ~ 2e7 bytes, two epochs of the
-    #   10 MB corpus, in the default 4.5-minute budget (both models then train in one 10-minute
-    #   device call; --budget-min 9.5 doubles it within the issue's 10 minutes per model). The
-    #   distilled draft pays mostly for the teacher's forward (2 N_target per byte) and sees about
-    #   as many bytes. Steps are fitted to the budget on the machine (speclab/train.py).
+    #   201M-parameter target sees 100e12 * 240 s / (6 * 2e8) ~ 2e7 bytes, two epochs of the
+    #   10 MB corpus, in the default 4-minute budget (both models then train in one 10-minute
+    #   device call; --budget-min 9.5 buys 2.4 times as many, within the issue's 10 minutes per
+    #   model). The distilled draft pays mostly for the teacher's forward (2 N_target + 6 N_draft
+    #   ~ 4.8e8 FLOPs per byte against 1.2e9), so it sees about 2.5 times as many bytes. Steps are
+    #   fitted to the budget on the machine (speclab/train.py).
     # - predicted S = E[N] / (k / c + c_verify) with alpha ~ 0.8, c ~ 10, c_verify(5) ~ 1.15
     #   is about 2.2 at k = 4..6 (E[N] = 3.4..3.8), the issue's 2x goal with some margin.
     "gpu-target": GPTConfig(n_layer=16, n_head=16, d_model=1024),

@@ -7,7 +7,7 @@ k = draft length, alpha = acceptance rate, c = T_target / T_draft.
     python -m speclab.train --only target
     python -m speclab.train --only draft --no-distill   # the comparison draft, saved as draft_undistilled
     python -m speclab.train --pair gpu                  # the GPU pair (presets gpu-target, gpu-draft) on a GPU:
-                                                        # bf16 autocast, batch 64, steps fitted to 4.5 min each,
+                                                        # bf16 autocast, batch 64, steps fitted to 4 min each,
                                                         # written to speclab/weights/gpu/ (not committed)
 
 Distillation trains q to match p at every position by minimising KL(p || q) (the cross-entropy
@@ -44,7 +44,7 @@ DEFAULT_WORK = Path("runs")
 # The shipped pair's recipes are those of the committed run. The GPU pair uses the same
 # recipe otherwise, with a 4x bigger batch (a GPU is underused at 16 x 256 bytes) and a lower
 # peak learning rate for the 40x bigger target; its step counts are ceilings: with
-# --budget-min (default 4.5 for the GPU pair, so target + draft fit one 10-minute device
+# --budget-min (default 4 for the GPU pair, so target + draft fit one 10-minute device
 # call) the run first times a few throw-away steps, then trains min(steps, what fits the
 # budget), recording both in the manifest.
 RECIPES = {
@@ -55,7 +55,7 @@ RECIPES = {
     "tiny": dict(steps=20, batch=4, block=32, lr=3e-3, warmup=5),  # unit tests only
     "tiny-draft": dict(steps=20, batch=4, block=32, lr=3e-3, warmup=5),
 }
-DEFAULT_BUDGET_MIN = {"shipped": None, "gpu": 4.5, "tiny": None}  # minutes per model (gpu: both fit one 10-min call)
+DEFAULT_BUDGET_MIN = {"shipped": None, "gpu": 4.0, "tiny": None}  # minutes per model (gpu: both fit one 10-min call)
 
 
 def default_out(pair: str) -> Path:
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="bf16 autocast for matmuls (default auto: bf16 for the gpu pair on CUDA, none otherwise)")
     ap.add_argument("--budget-min", type=float, default=None,
                     help="fit each model's steps into this many minutes, measured on this machine "
-                         "(default: 4.5 for the gpu pair, no budget otherwise); 0 turns it off")
+                         "(default: 4 for the gpu pair, no budget otherwise); 0 turns it off")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=None,
                     help="torch CPU threads (default: torch's choice, one per physical core; the shipped run used 2)")

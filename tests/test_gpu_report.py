@@ -200,3 +200,17 @@ def test_graphed_decoders_on_cuda_emit_the_greedy_tokens():
     for k in (2, 5):
         got, accepted = G.graphed_greedy_speculative(pair, prompt, 64, k)
         assert got == want and sum(accepted) > 0
+
+
+def test_run_script_refuses_a_machine_without_cuda(tmp_path):
+    """benchmarks/gpu/run.sh stops at once, with a message, where torch sees no GPU (and writes nothing)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(["bash", str(root / "benchmarks" / "gpu" / "run.sh"), str(tmp_path / "out")],
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode != 0 and "needs a CUDA GPU" in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -101,3 +101,10 @@ def test_model_card_gpu_parameter_counts_match_the_presets():
         counts = [GPT(PRESETS[name]).num_params() for name in ("gpu-target", "gpu-draft")]
     assert f"| {counts[0]:,} | {counts[1]:,} |" in card
     assert "awaiting a GPU run" in card  # no GPU figure is claimed before a GPU run
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_training_on_cuda_without_a_gpu_says_so(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--pair", "tiny", "--device", "cuda", "--out", str(tmp_path)])
+    assert "sees no CUDA device" in capsys.readouterr().err

@@ -3,7 +3,7 @@
 #
 #   bash benchmarks/gpu/run.sh [OUTDIR]        # default OUTDIR: benchmarks/gpu
 #
-# 1. trains the GPU pair (python -m speclab.train --pair gpu: bf16, steps fitted to 4.5 min per
+# 1. trains the GPU pair (python -m speclab.train --pair gpu: bf16, steps fitted to 4 min per
 #    model, so about 10 min for both) unless speclab/weights/gpu/ already holds it;
 # 2. runs python -m speclab.gpu_report on that GPU: roofline, decode sweep (eager vs CUDA graphs),
 #    Lab 2 under nbgrader autograde, speculative decoding on the shipped and the GPU pair;
@@ -11,7 +11,7 @@
 #
 # STAGE=train or STAGE=report runs one half only (two device calls of < 10 min each when the
 # 10-minute limit per call applies: train target, train draft, report). TRAIN_BUDGET_MIN sets the
-# per-model budget (default 4.5); GPU_REPORT_ARGS adds flags to the report (e.g. --quick).
+# per-model budget (default 4); GPU_REPORT_ARGS adds flags to the report (e.g. --quick).
 # Wheels carried in .whl/ (nbgrader, jsonschema for a bare GPU image) are installed first.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,26 +19,26 @@ OUTDIR=${1:-benchmarks/gpu}
 STAGE=${STAGE:-all}
 PY=${PYTHON:-python3}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-if compgen -G ".whl/*.whl" > /dev/null; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH="$PYTHONPATH:/tmp/site" PATH="/tmp/site/bin:$PATH"
-fi
 $PY - <<'PY'
 import torch
 assert torch.cuda.is_available(), "benchmarks/gpu/run.sh needs a CUDA GPU (torch sees none)"
 print("GPU:", torch.cuda.get_device_name(), "torch", torch.__version__, "cuda", torch.version.cuda)
 PY
+if compgen -G ".whl/*.whl" > /dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH="$PYTHONPATH:/tmp/site" PATH="/tmp/site/bin:$PATH"
+fi
 mkdir -p "$OUTDIR"
 log="$OUTDIR/run-$(date -u +%Y%m%dT%H%M%SZ).log"
 {
   if [[ $STAGE == all || $STAGE == train || $STAGE == train-target ]]; then
     if [[ ! -f speclab/weights/gpu/gpu-target.safetensors ]]; then
-      time $PY -m speclab.train --pair gpu --only target --budget-min "${TRAIN_BUDGET_MIN:-4.5}"
+      time $PY -m speclab.train --pair gpu --only target --budget-min "${TRAIN_BUDGET_MIN:-4}" --save-every 100000
     fi
   fi
   if [[ $STAGE == all || $STAGE == train || $STAGE == train-draft ]]; then
     if [[ ! -f speclab/weights/gpu/gpu-draft.safetensors ]]; then
-      time $PY -m speclab.train --pair gpu --only draft --budget-min "${TRAIN_BUDGET_MIN:-4.5}"
+      time $PY -m speclab.train --pair gpu --only draft --budget-min "${TRAIN_BUDGET_MIN:-4}" --save-every 100000
     fi
   fi
   if [[ $STAGE == all || $STAGE == report ]]; then
