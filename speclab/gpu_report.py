@@ -564,7 +564,11 @@ def device_slug(label: str) -> str:
 
 def build_report(device: torch.device, sizes: str = "full", quick: bool = False, lab2: bool = False,
                  pairs: tuple[str, ...] = ("shipped",), spec_tokens: int | None = None, ks=SPEC_KS,
-                 temperatures=(0.0, 1.0), compile: bool = False) -> dict:
+                 temperatures=(0.0, 1.0), compile: bool = False,
+                 on_progress: Callable[[dict], None] | None = None) -> dict:
+    """The whole report; on_progress(report) is called after each section with what is done so far
+    (main() saves it, so a run cut off by a time limit still leaves its finished sections)."""
+    progress = on_progress or (lambda _: None)
     gpu = device.type == "cuda"
     dtype = torch.bfloat16 if gpu else torch.float32
     run_time = 0.05 if quick else (0.5 if gpu else 0.2)
@@ -580,6 +584,7 @@ def build_report(device: torch.device, sizes: str = "full", quick: bool = False,
     mm = matmul_tflops(device, 8192 if gpu and sizes == "full" else 256, run_time)
     report["matmul_bf16_TFLOPs"] = mm["TFLOPs"]
     report["matmul"] = mm
+    progress(report)
     context = 128 if sizes == "full" else 16
     element = torch.empty((), dtype=dtype).element_size()
 
@@ -587,19 +592,22 @@ def build_report(device: torch.device, sizes: str = "full", quick: bool = False,
         with torch.device("meta"):
             return GPT(cfg).num_params() * element >= 1e9
 
-    report["decode"] = [decode_entry(name, cfg, device, dtype, context, copy["GBps"], run_time, compile and big(cfg))
-                        for name, cfg in tqdm(SIZES[sizes], desc="decode sizes", leave=False)]
+    report["decode"] = []
+    for name, cfg in tqdm(SIZES[sizes], desc="decode sizes", leave=False):
+        report["decode"].append(decode_entry(name, cfg, device, dtype, context, copy["GBps"], run_time, compile and big(cfg)))
+        progress(report)
     report["lab2_autograde"] = lab2_autograde() if lab2 else None
+    progress(report)
     tokens = spec_tokens or (256 if gpu else 64)
     repeats = 3 if quick else 7
-    spec: list[dict] = []
+    report["spec"] = []
     report["spec_errors"] = {}
     for pair in pairs:
         try:
-            spec += spec_entries(pair, device, dtype, tokens, ks, temperatures, repeats, graphs=True)
+            report["spec"] += spec_entries(pair, device, dtype, tokens, ks, temperatures, repeats, graphs=True)
         except Exception as err:  # noqa: BLE001 -- a missing GPU pair must not lose the rest of the report
             report["spec_errors"][pair] = f"{type(err).__name__}: {err}"[:2000]
-    report["spec"] = spec
+        progress(report)
     return report
 
 
@@ -663,14 +671,32 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error(f"draft lengths must be >= 1, got {args.ks}")
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    report = build_report(device, sizes, args.quick, args.lab2, pairs, args.spec_tokens, ks, temps, args.compile)
-    report["command"] = "python -m speclab.gpu_report " + " ".join(sys.argv[1:] if argv is None else argv)
-    validate(report)
-    print(summary(report))
+    command = "python -m speclab.gpu_report " + " ".join(sys.argv[1:] if argv is None else argv)
+    slug = device_slug(_device_label(device))
+    out = None
     if str(args.out) != "-":
-        out = args.out or REPO / "benchmarks" / "gpu" / f"{device_slug(report['device'])}-{report['date'][:10]}.json"
+        out = args.out or REPO / "benchmarks" / "gpu" / f"{slug}-{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
+    partial = None if out is None else out.with_name(out.stem + ".partial.json")
+
+    def save_partial(rep: dict) -> None:  # not schema-checked: sections still missing
+        if partial is not None:
+            partial.write_text(json.dumps(dict(rep, command=command, partial=True), indent=1, sort_keys=True) + "\n")
+
+    report = build_report(device, sizes, args.quick, args.lab2, pairs, args.spec_tokens, ks, temps, args.compile,
+                          on_progress=save_partial)
+    report["command"] = command
+    try:
+        validate(report)
+        report["schema_checked"] = True
+    except ImportError:  # a bare GPU image without jsonschema (make gpu-wheels carries it): write anyway, say so
+        report["schema_checked"] = False
+        print("jsonschema is not installed: the report was NOT checked against benchmarks/gpu/schema.json")
+    print(summary(report))
+    if out is not None:
         out.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        if partial is not None and partial.exists():
+            partial.unlink()
         print(f"wrote {out}")
     return report
 

@@ -35,6 +35,7 @@ def tiny_pair(seed: int = 0) -> tuple[GPT, GPT]:
 def cpu_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu") / "cpu.json"
     G.main(["--quick", "--sizes", "tiny", "--pairs", "none", "--out", str(out)])
+    assert not out.with_name("cpu.partial.json").exists()  # the partial file goes once the report is whole
     return json.loads(out.read_text())
 
 
@@ -43,7 +44,7 @@ def test_cpu_report_fits_the_schema_with_every_key(cpu_report):
     for key in ("device", "torch", "cuda", "date", "copy_bandwidth_GBps", "matmul_bf16_TFLOPs", "decode",
                 "lab2_autograde", "spec"):
         assert key in cpu_report
-    assert cpu_report["cuda"] is None and cpu_report["device"].startswith("cpu")
+    assert cpu_report["cuda"] is None and cpu_report["device"].startswith("cpu") and cpu_report["schema_checked"]
     assert [d["name"] for d in cpu_report["decode"]] == [name for name, _ in G.SIZES["tiny"]]
     for d in cpu_report["decode"]:
         # the fraction is bytes / time / copy bandwidth, recomputed from the stored fields
@@ -162,8 +163,13 @@ def test_missing_gpu_pair_is_recorded_not_fatal(monkeypatch):
     monkeypatch.setattr(G, "decode_entry", lambda *a, **k: {"name": "x", "weights_bytes": 1, "step_bytes": 1,
                         "eager_ms": 1, "graphs_ms": 1, "eager_fraction_of_copy": 1, "graphs_fraction_of_copy": 1,
                         "graphs": "x", "stable": True})
-    report = G.build_report(torch.device("cpu"), "tiny", quick=True, pairs=("gpu",))
+    seen = []
+    report = G.build_report(torch.device("cpu"), "tiny", quick=True, pairs=("gpu",),
+                            on_progress=lambda r: seen.append(sorted(r)))
     assert report["spec"] == [] and "--pair gpu" in report["spec_errors"]["gpu"]
+    # each finished section is handed out at once (main saves it): roofline first, spec last
+    assert "copy_bandwidth_GBps" in seen[0] and "decode" not in seen[0] and "spec" in seen[-1]
+    assert len(seen) == 1 + len(G.SIZES["tiny"]) + 1 + 1
 
 
 def test_lab2_autograde_failure_is_reported_not_raised(monkeypatch, tmp_path):
