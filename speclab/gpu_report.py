@@ -1,7 +1,6 @@
 """The course measured on one machine, written to one JSON file (issues 20 and 21).
 
-Notation used across speclab: p = target distribution, q = draft distribution,
-k = draft length, alpha = acceptance rate, c = T_target / T_draft.
+Notation: see the `speclab` package docstring (p = target, q = draft, k = draft length, alpha, c).
 
     python -m speclab.gpu_report --out benchmarks/gpu/<device>-<date>.json          # a GPU, full sizes
     python -m speclab.gpu_report --sizes tiny --quick --out /tmp/cpu.json           # seconds, any machine
