@@ -12,7 +12,8 @@
 # STAGE=train or STAGE=report runs one half only (two device calls of < 10 min each when the
 # 10-minute limit per call applies: train target, train draft, report). TRAIN_BUDGET_MIN sets the
 # per-model budget (default 4); GPU_REPORT_ARGS adds flags to the report (e.g. --quick); LAB2=0 and
-# COMPILE=0 leave out the Lab 2 autograding and the torch.compile rows (each a minute or two).
+# COMPILE=0 leave out the Lab 2 autograding and the torch.compile rows (each a minute or two);
+# GPU_TESTS=0 skips the pytest -m gpu run at the end of the report stage.
 # The report saves each finished section to <json>.partial.json, so a call cut off by its time
 # limit still brings back what was measured.
 # Wheels carried in .whl/ (nbgrader, jsonschema for a bare GPU image) are installed first.
@@ -57,5 +58,9 @@ log="$OUTDIR/run-$(date -u +%Y%m%dT%H%M%SZ).log"
     time $PY -m speclab.gpu_report "${flags[@]}" --pairs "$pairs" \
       --out "$OUTDIR/$($PY -c 'import torch,re;print(re.sub(r"[^a-z0-9]+","-",torch.cuda.get_device_name().lower()).strip("-"))')-$(date -u +%Y-%m-%d).json" \
       ${GPU_REPORT_ARGS:-}
+    if [[ ${GPU_TESTS:-1} == 1 ]]; then  # the GPU-marked tests (graph replays, no sync, >= 80 % of copy)
+      $PY -m pytest -m gpu -q -p no:cacheprovider tests/test_model_static.py tests/test_gpu_report.py \
+        || echo "GPU-marked tests FAILED (see above)"
+    fi
   fi
 } 2>&1 | tee "$log"
