@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-$(shell echo '$(TORCH_SPEC)' | md5sum | cut -c1-8)
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: setup book book-fresh test labs grade clean help
+.PHONY: setup book book-fresh test labs grade clean help gpu-report gpu-wheels
 
 help:
 	@echo "make book        set up .venv and build the executed book into _build/html"
@@ -20,6 +20,8 @@ help:
 	@echo "make test        set up .venv and run the test suite"
 	@echo "make labs        rebuild solutions/<lab>/<lab>.ipynb from <lab>.md and the student notebooks in labs/"
 	@echo "make grade LAB=lab1 SUBMISSIONS=<folder or zip>   autograde a class"
+	@echo "make gpu-wheels  (on a machine with PyPI) fetch nbgrader & co. as wheels into .whl/ for a bare GPU image"
+	@echo "make gpu-report  (on a CUDA machine) train the GPU pair, measure, write benchmarks/gpu/<device>-<date>.json"
 
 # Installs only when requirements.txt or pyproject.toml changed since the last install.
 $(STAMP): requirements.txt pyproject.toml
@@ -64,6 +66,16 @@ WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 grade: setup
 	@test -n "$(LAB)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade LAB=lab1 SUBMISSIONS=<folder or zip>"; exit 2; }
 	$(PY) -m autograder grade "$(LAB)" "$(SUBMISSIONS)" --workers $(WORKERS) $(GRADE_ARGS)
+
+# GPU tier (issues 20, 21): see benchmarks/gpu/README.md. Runs with the machine's own python3 and
+# torch (a CUDA build), not .venv; STAGE=train|train-target|train-draft|report splits it.
+gpu-report:
+	bash benchmarks/gpu/run.sh
+
+# nbgrader and its dependencies for the GPU image's Python 3.12, as wheels in .whl/ (ignored by git);
+# packages the image already has (numpy, torch, jinja2, ...) are left out so they are not shadowed.
+gpu-wheels:
+	bash benchmarks/gpu/wheels.sh
 
 clean:
 	rm -rf _build
