@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-$(shell echo '$(TORCH_SPEC)' | md5sum | cut -c1-8)
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: setup book book-fresh test labs grade gradescope student-release clean help
+.PHONY: setup book book-fresh test labs grade gradescope student-release clean help gpu-report gpu-wheels
 
 help:
 	@echo "make book        set up .venv and build the executed book into _build/html"
@@ -22,6 +22,8 @@ help:
 	@echo "make grade LAB=lab1 SUBMISSIONS=<folder or zip>   autograde a class"
 	@echo "make gradescope LAB=lab1   a Gradescope autograder zip in dist/"
 	@echo "make student-release       the student edition: dist/student/ and dist/speclab-student.zip"
+	@echo "make gpu-wheels  (on a machine with PyPI) fetch nbgrader & co. as wheels into .whl/ for a bare GPU image"
+	@echo "make gpu-report  (on a CUDA machine) train the GPU pair, measure, write benchmarks/gpu/<device>-<date>.json"
 
 # Installs only when requirements.txt or pyproject.toml changed since the last install.
 $(STAMP): requirements.txt pyproject.toml
@@ -76,6 +78,16 @@ gradescope: setup
 # The student edition: released notebooks, the speclab package, a README; checked for leaks before it is written.
 student-release: setup
 	$(PY) -m autograder student-release
+
+# GPU tier (issues 20, 21): see benchmarks/gpu/README.md. Runs with the machine's own python3 and
+# torch (a CUDA build), not .venv; STAGE=train|train-target|train-draft|report splits it.
+gpu-report:
+	bash benchmarks/gpu/run.sh
+
+# nbgrader and its dependencies for the GPU image's Python 3.12, as wheels in .whl/ (ignored by git);
+# packages the image already has (numpy, torch, jinja2, ...) are left out so they are not shadowed.
+gpu-wheels:
+	bash benchmarks/gpu/wheels.sh
 
 clean:
 	rm -rf _build dist

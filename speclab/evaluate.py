@@ -5,6 +5,7 @@ Notation: see the `speclab` package docstring.
     python -m speclab.evaluate                  # everything below, printed as a table
     python -m speclab.evaluate --skip-timing    # only the held-out figures
     python -m speclab.evaluate --json out.json  # also write the figures as JSON
+    python -m speclab.evaluate --pair gpu --device cuda --skip-timing   # the GPU pair (speclab/weights/gpu/)
 
 Held-out figures use the held-out files of the stdlib corpus (speclab.data), cut into
 consecutive windows of --window bytes (256, the training length); every position of every
@@ -33,10 +34,10 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from speclab.checkpoints import WEIGHTS_DIR, load_model
+from speclab.checkpoints import WEIGHTS_DIR, load_model, pair_directory
 from speclab.data import load_split
 from speclab.measure import forward_step_fns, forward_times, time_interleaved
-from speclab.model import GPT
+from speclab.model import GPT, PAIRS
 from speclab.sampling import process_logits
 
 __all__ = ["heldout_windows_all", "heldout_figures", "decode_cost_ratio", "verify_cost_curve", "main"]
@@ -116,7 +117,9 @@ def verify_cost_curve(target: GPT, context: int = 128, max_m: int = 9, repeats: 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--weights", type=Path, default=WEIGHTS_DIR, help="folder with manifest.json and the safetensors")
+    ap.add_argument("--pair", choices=sorted(PAIRS), default="shipped", help="which pair (default: the shipped one)")
+    ap.add_argument("--weights", type=Path, default=None,
+                    help=f"folder with manifest.json and the safetensors (default {WEIGHTS_DIR}, or its <pair>/ sub-folder)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads for the timings (default 1)")
     ap.add_argument("--window", type=int, default=256)
@@ -129,13 +132,16 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     device = torch.device(args.device)
-    target = load_model("target", device, directory=args.weights)
-    drafts = {"draft": load_model("draft", device, directory=args.weights)}
-    manifest = json.loads((args.weights / "manifest.json").read_text())
-    if "draft_undistilled" in manifest:
-        drafts["draft_undistilled"] = load_model("draft_undistilled", device, directory=args.weights)
+    weights = pair_directory(args.pair) if args.weights is None else args.weights
+    target_name, draft_name = PAIRS[args.pair]
+    target = load_model(target_name, device, directory=weights, preset=args.pair)
+    drafts = {"draft": load_model(draft_name, device, directory=weights, preset=args.pair)}
+    manifest = json.loads((weights / "manifest.json").read_text())
+    if f"{draft_name}_undistilled" in manifest:
+        drafts["draft_undistilled"] = load_model(f"{draft_name}_undistilled", device, directory=weights, preset=args.pair)
 
     results: dict = {
+        "pair": args.pair,
         "device": str(device),
         "machine": f"{platform.machine()} {platform.processor()}".strip(),
         "torch": torch.__version__,

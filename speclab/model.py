@@ -16,6 +16,9 @@ Three ways to run the same weights:
     model(tokens, positions, None)    plain causal forward over a contiguous run of positions
     model.reference_forward(tokens)   slow, cache-free oracle with hand-written attention
 
+and one fast path for accelerators (see "The static path" below):
+    model.forward_static(tokens, static_cache)   same arithmetic, fixed shapes, L kept on the device
+
 Rollback is `cache.rollback(n)`: it only moves the length pointer. Stale slots
 past the pointer are never read because attention slices the buffers to
 [0, L+T) before any arithmetic, so even NaN left there cannot reach an output.
@@ -31,7 +34,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["GPTConfig", "GPT", "KVCache", "PRESETS"]
+__all__ = ["GPTConfig", "GPT", "KVCache", "StaticKVCache", "GraphedStep", "PRESETS", "PAIRS"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,37 @@ PRESETS: dict[str, GPTConfig] = {
     "draft": GPTConfig(n_layer=1, n_head=4, d_model=256),
     # a very small model for fast unit tests; never shipped
     "tiny": GPTConfig(n_layer=2, n_head=2, d_model=32, max_len=64),
+    "tiny-draft": GPTConfig(n_layer=1, n_head=2, d_model=32, max_len=64),
+    # The GPU pair (issue 21), trained by `python -m speclab.train --pair gpu` on a GPU and not
+    # shipped (the target is ~400 MB in fp16). Why these shapes, for batch-1 decoding on an
+    # H100-class GPU (about 3 TB/s of copy bandwidth, launches of a few microseconds):
+    # - below a few hundred MB of weights a decode step is bound by kernel launches, about a
+    #   dozen per block, so T_target / T_draft grows with the ratio of block COUNTS; width is
+    #   almost free. Sixteen target blocks against one draft block put c near 10 with CUDA
+    #   graphs (launch-bound both), and higher still in eager mode.
+    # - width 1024 makes each target block read 25 MB of bf16 weights, so the target is
+    #   starting to feel the memory roof (16 * 25 MB / 3 TB/s ~ 0.13 ms) while the draft, one
+    #   block of the same width, stays launch-bound; the same width lets the draft reuse the
+    #   target's embedding geometry and helps alpha (a wider single block predicts better).
+    # - training cost is 6 N D: at a sustained 100 TFLOP/s in bf16 (an eighth of the H100's
+    #   measured 800 on big matmuls: these are small, un-fused, un-compiled steps) the
+    #   201M-parameter target sees 100e12 * 240 s / (6 * 2e8) ~ 2e7 bytes, two epochs of the
+    #   10 MB corpus, in the default 4-minute budget (both models then train in one 10-minute
+    #   device call; --budget-min 9.5 buys 2.4 times as many, within the issue's 10 minutes per
+    #   model). The distilled draft pays mostly for the teacher's forward (2 N_target + 6 N_draft
+    #   ~ 4.8e8 FLOPs per byte against 1.2e9), so it sees about 2.5 times as many bytes. Steps are
+    #   fitted to the budget on the machine (speclab/train.py).
+    # - predicted S = E[N] / (k / c + c_verify) with alpha ~ 0.8, c ~ 10, c_verify(5) ~ 1.15
+    #   is about 2.2 at k = 4..6 (E[N] = 3.4..3.8), the issue's 2x goal with some margin.
+    "gpu-target": GPTConfig(n_layer=16, n_head=16, d_model=1024),
+    "gpu-draft": GPTConfig(n_layer=1, n_head=16, d_model=1024),
+}
+
+# Named (target, draft) pairs: the preset names of p and q. "shipped" is the committed pair.
+PAIRS: dict[str, tuple[str, str]] = {
+    "shipped": ("target", "draft"),
+    "gpu": ("gpu-target", "gpu-draft"),
+    "tiny": ("tiny", "tiny-draft"),  # unit tests of the training script only
 }
 
 
@@ -156,6 +190,95 @@ class KVCache:
         )
 
 
+class StaticKVCache:
+    """The KV cache of the static path: the same pre-allocated buffers, but the valid length
+    L lives in a 0-d device tensor, so nothing on the host needs to read it per step.
+
+    k[i], v[i]: [B, nh, capacity, hs]; length_t: 0-d int64 on the cache's device.
+    `model.forward_static` reads length_t, writes slots [L, L+T) and adds T to it, all as
+    device operations, which is what lets a whole decode step be captured once and replayed
+    (CUDA graphs) or compiled without graph breaks. Rollback with an int checks the range
+    (one host read of L); rollback with a device tensor copies it with no check and no sync.
+    """
+
+    def __init__(
+        self,
+        n_layer: int,
+        batch: int,
+        n_head: int,
+        capacity: int,
+        head_dim: int,
+        device: torch.device | str,
+        dtype: torch.dtype,
+    ) -> None:
+        if batch < 1 or capacity < 1:
+            raise ValueError(f"cache batch and capacity must be >= 1, got batch={batch}, capacity={capacity}")
+        shape = (batch, n_head, capacity, head_dim)  # [B, nh, capacity, hs]
+        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layer)]
+        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layer)]
+        self.length_t = torch.zeros((), dtype=torch.long, device=device)  # L, on the device
+        self.slots = torch.arange(capacity, device=device)  # [capacity], slot indices for the mask
+
+    @property
+    def length(self) -> int:
+        """L as a Python int. Reads the device (a sync on a GPU): for tests and bookkeeping, not per step."""
+        return int(self.length_t)
+
+    @property
+    def capacity(self) -> int:
+        return self.k[0].shape[2]
+
+    @property
+    def batch(self) -> int:
+        return self.k[0].shape[0]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.k[0].dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.k[0].device
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.k)
+
+    def rollback(self, n: "int | torch.Tensor") -> None:
+        """Forget every position >= n; only the length moves.
+
+        n an int: checked against [0, L] (reads L once). n a 0-d integer tensor on the cache's
+        device: copied as is, no check and no host sync (the fast decoders' path).
+        """
+        if isinstance(n, torch.Tensor):
+            if n.dim() != 0 or n.dtype in (torch.bool,) or n.is_floating_point() or n.device != self.device:
+                raise ValueError(f"rollback tensor must be a 0-d integer tensor on {self.device}, got {n.dtype} {tuple(n.shape)} on {n.device}")
+            self.length_t.copy_(n)
+            return
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"rollback length must be an int or a 0-d device tensor, got {type(n).__name__}")
+        length = self.length
+        if not 0 <= n <= length:
+            raise ValueError(f"cannot roll back to length {n}: it must lie in [0, {length}] (the valid length)")
+        self.length_t.fill_(n)
+
+    def reset(self) -> None:
+        """Empty the cache (same as rollback(0)), without a host sync."""
+        self.length_t.zero_()
+
+    def rollback_unchecked(self, n: int) -> None:
+        """Set L = n with one device write and no check: for decoders that track every length on the
+        host (the greedy graphed decoder of speclab.gpu_report). n must lie in [0, L]; a larger n
+        would expose slots that hold no valid position. Prefer rollback() anywhere else."""
+        self.length_t.fill_(n)
+
+    def __repr__(self) -> str:
+        return (
+            f"StaticKVCache(capacity={self.capacity}, batch={self.batch}, layers={self.n_layer}, "
+            f"dtype={self.dtype}, device={self.device})"
+        )
+
+
 def rope_tables(max_len: int, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of the rotary angles, each [max_len, hs/2], in float32."""
     inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))  # [hs/2]
@@ -224,6 +347,19 @@ class Attention(nn.Module):
             y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
         return self._merge(y)
 
+    def forward_static(self, x, cos, sin, cache: StaticKVCache, layer: int, positions, visible) -> torch.Tensor:
+        """Static-shape attention: write the new keys/values at `positions` [T] (device tensor),
+        attend over every slot with `visible` [T, capacity] masking slots past each query.
+
+        Masked slots get probability exactly 0; they hold zeros or finite values of an
+        earlier, rolled-back continuation, never NaN, so 0 * value stays 0.
+        """
+        q, k, v = self._heads(x, cos, sin)  # [B, nh, T, hs]
+        cache.k[layer].index_copy_(2, positions, k)  # slots L .. L+T-1
+        cache.v[layer].index_copy_(2, positions, v)
+        y = F.scaled_dot_product_attention(q, cache.k[layer], cache.v[layer], attn_mask=visible)  # [B, nh, T, hs]
+        return self._merge(y)
+
     def reference(self, x, cos, sin) -> torch.Tensor:
         """Attention written out by hand: softmax(q k^T / sqrt(hs) + causal mask) v."""
         q, k, v = self._heads(x, cos, sin)  # [B, nh, T, hs]
@@ -257,6 +393,10 @@ class Block(nn.Module):
 
     def forward(self, x, cos, sin, cache, layer) -> torch.Tensor:
         x = x + self.attn(self.norm1(x), cos, sin, cache, layer)
+        return x + self.mlp(self.norm2(x))
+
+    def forward_static(self, x, cos, sin, cache, layer, positions, visible) -> torch.Tensor:
+        x = x + self.attn.forward_static(self.norm1(x), cos, sin, cache, layer, positions, visible)
         return x + self.mlp(self.norm2(x))
 
     def reference(self, x, cos, sin) -> torch.Tensor:
@@ -313,6 +453,27 @@ class GPT(nn.Module):
         if not 1 <= max_len <= self.cfg.max_len:
             raise ValueError(f"cache max_len must lie in [1, {self.cfg.max_len}] (the model's max_len), got {max_len}")
         return KVCache(
+            self.cfg.n_layer,
+            batch,
+            self.cfg.n_head,
+            max_len,
+            self.cfg.head_dim,
+            device=self.device if device is None else device,
+            dtype=self.dtype if dtype is None else dtype,
+        )
+
+    def new_static_cache(
+        self,
+        batch: int = 1,
+        max_len: int | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> StaticKVCache:
+        """An empty StaticKVCache for `forward_static` (same defaults as new_cache)."""
+        max_len = self.cfg.max_len if max_len is None else max_len
+        if not 1 <= max_len <= self.cfg.max_len:
+            raise ValueError(f"cache max_len must lie in [1, {self.cfg.max_len}] (the model's max_len), got {max_len}")
+        return StaticKVCache(
             self.cfg.n_layer,
             batch,
             self.cfg.n_head,
@@ -414,3 +575,99 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block.reference(x, cos, sin)
         return F.linear(self.norm_f(x), self.embed.weight).float()  # [B, T, V]
+
+    # -- the static path ------------------------------------------------------------
+    def forward_static(self, tokens: torch.Tensor, cache: StaticKVCache) -> torch.Tensor:
+        """Logits [B, T, V] (float32) of tokens [B, T] at positions L .. L+T-1, L = cache.length_t.
+
+        The same arithmetic as `model(tokens, positions, cache)`, arranged so that no Python
+        number depends on a device value: positions are L + arange(T) on the device, rotary
+        angles are gathered with them, keys and values are written with index_copy_, and the
+        causal mask compares slot indices with positions on the device. Every shape depends
+        only on (B, T, capacity), so one step can be captured as a CUDA graph (GraphedStep)
+        or compiled with torch.compile(mode="reduce-overhead", fullgraph=True).
+
+        Checked here: shapes, dtypes, devices (host metadata, no sync). NOT checked, because
+        that would read the device: token values in [0, V) and L + T <= capacity; callers
+        (the decoders) know their lengths on the host and must keep within capacity.
+        """
+        if not isinstance(cache, StaticKVCache):
+            raise TypeError(f"forward_static needs a StaticKVCache (model.new_static_cache()), got {type(cache).__name__}")
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
+            raise ValueError("tokens must be a [B, T] torch.long tensor")
+        B, T = tokens.shape
+        if tokens.device != self.device or cache.device != self.device:
+            raise ValueError(f"device mismatch: tokens on {tokens.device}, cache on {cache.device}, model on {self.device}")
+        if cache.n_layer != self.cfg.n_layer or cache.k[0].shape[1] != self.cfg.n_head or cache.k[0].shape[3] != self.cfg.head_dim:
+            raise ValueError("cache was built for a different model shape (layers/heads/head size); use model.new_static_cache()")
+        if cache.batch != B:
+            raise ValueError(f"batch mismatch: tokens have batch {B}, the cache was built for batch {cache.batch}")
+        if cache.dtype != self.dtype:
+            raise ValueError(f"dtype mismatch: the cache holds {cache.dtype}, the model runs in {self.dtype}")
+        if T > cache.capacity:
+            raise ValueError(f"T={T} new tokens exceed the cache capacity {cache.capacity}")
+        positions = cache.length_t + torch.arange(T, device=tokens.device)  # [T], L .. L+T-1
+        cos = self.rope_cos.index_select(0, positions)  # [T, hs/2]
+        sin = self.rope_sin.index_select(0, positions)
+        visible = cache.slots[None, :] <= positions[:, None]  # [T, capacity]: slot j visible to query i iff j <= L+i
+        x = self.embed(tokens)  # [B, T, C]
+        for i, block in enumerate(self.blocks):
+            x = block.forward_static(x, cos, sin, cache, i, positions, visible)
+        cache.length_t.add_(T)
+        return F.linear(self.norm_f(x), self.embed.weight).float()  # [B, T, V]
+
+
+class GraphedStep:
+    """`model.forward_static` on inputs of one fixed shape [B, T], captured once as a CUDA graph.
+
+        step = GraphedStep(model, cache, T=1)
+        logits = step(tokens)   # [B, T, V]; advances cache.length_t by T, like forward_static
+
+    On CUDA the call copies tokens into a static input buffer and replays the graph (one
+    launch for the whole forward instead of a dozen per block); the returned logits are a
+    static output buffer, overwritten by the next call, so use or copy them first. On any
+    other device it simply calls forward_static (same results, nothing captured), which is
+    what lets the CPU tests exercise the decoders built on it.
+
+    Capturing runs the forward a few times; the cache's length is restored afterwards and the
+    slots it wrote lie past the valid length, so the cache's contents are unchanged in effect.
+    """
+
+    def __init__(self, model: GPT, cache: StaticKVCache, T: int = 1, warmup: int = 3, forward=None) -> None:
+        if T < 1:
+            raise ValueError(f"T must be >= 1, got {T}")
+        self.model, self.cache, self.T = model, cache, T
+        # what is captured: model.forward_static, or e.g. torch.compile(model.forward_static) for fused kernels
+        self.forward = model.forward_static if forward is None else forward
+        self.tokens = torch.zeros(cache.batch, T, dtype=torch.long, device=model.device)  # static input [B, T]
+        self.graph = None
+        self.logits = None
+        if model.device.type != "cuda":
+            return
+        saved = cache.length_t.clone()
+        stream = torch.cuda.Stream(model.device)
+        stream.wait_stream(torch.cuda.current_stream(model.device))
+        with torch.no_grad(), torch.cuda.stream(stream):  # warm-up outside capture (allocator, cuBLAS handles)
+            for _ in range(warmup):
+                cache.length_t.copy_(saved)
+                self.forward(self.tokens, cache)
+        torch.cuda.current_stream(model.device).wait_stream(stream)
+        cache.length_t.copy_(saved)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(self.graph):
+            self.logits = self.forward(self.tokens, cache)
+        cache.length_t.copy_(saved)  # capture records kernels without running them; restore anyway for clarity
+
+    @property
+    def captured(self) -> bool:
+        return self.graph is not None
+
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        if tuple(tokens.shape) != tuple(self.tokens.shape):
+            raise ValueError(f"this step was captured for tokens of shape {tuple(self.tokens.shape)}, got {tuple(tokens.shape)}")
+        if self.graph is None:
+            with torch.no_grad():
+                return self.forward(tokens, self.cache)
+        self.tokens.copy_(tokens)
+        self.graph.replay()
+        return self.logits

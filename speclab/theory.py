@@ -262,16 +262,10 @@ def break_even_alpha(k: int, c: float) -> float:
     return float(optimize.brentq(lambda a: float(expected_tokens(a, k)) - target, 0.0, 1.0, xtol=1e-14))
 
 
-def optimal_k(alpha: float, c: float, k_max: int = 100, bonus: bool = True) -> tuple[int, float]:
-    """Integer draft length maximising S over k = 0..k_max (k = 0 is plain decoding, S = 1).
-
-    Returns (k*, S(k*)); ties go to the smaller k.
-    """
-    k_max = _check_k(k_max, minimum=1)
-    a = float(_check_alpha(alpha))
-    c = _check_c(c)
+def _speedups_up_to(a: float, c: float, k_max: int, bonus: bool) -> np.ndarray:
+    """S(alpha, k, c) for k = 0..k_max at once (k = 0 without the bonus token: -inf)."""
     ks = np.arange(k_max + 1)
-    # E[N] for k = 0..k_max at once: partial sums of 1 + alpha + alpha^2 + ... (eq. expected tokens)
+    # E[N] for k = 0..k_max: partial sums of 1 + alpha + alpha^2 + ... (eq. expected tokens)
     partial = np.cumsum(a ** np.arange(k_max + 1))
     if bonus:
         en = partial  # k drafts + bonus: sum_{i=0}^{k} alpha^i
@@ -280,8 +274,53 @@ def optimal_k(alpha: float, c: float, k_max: int = 100, bonus: bool = True) -> t
     values = en / (1.0 + ks / c)
     if not bonus:
         values[0] = -np.inf  # k = 0 without a bonus token emits nothing
-    best = int(np.argmax(values))  # first maximum, i.e. the smallest k among ties
-    return best, float(values[best])
+    return values
+
+
+_K_SEARCH_LIMIT = 1 << 24  # past this many drafts per step the question is not a practical one
+
+
+def optimal_k(
+    alpha: float, c: float, k_max: int | None = None, bonus: bool = True
+) -> tuple[int, float]:
+    """Integer draft length maximising S over k >= 0 (k = 0 is plain decoding, S = 1).
+
+    Returns (k*, S(k*)); ties go to the smaller k. The search is never silently truncated:
+
+    * ``k_max=None`` (the default) finds the true maximiser. S(k) has a single maximum in k
+      (the first-order condition of chapter 6 has one root), so the search doubles its range
+      until the best k lies strictly inside it.
+    * an explicit ``k_max`` restricts k to 0..k_max and raises ``ValueError`` if S is still
+      increasing at k_max, i.e. if the unrestricted optimum lies beyond it. Callers that
+      really want a capped draft length write ``min(k_cap, optimal_k(alpha, c)[0])``.
+
+    At alpha = 1 with c > 1 (or without the bonus token) S increases for ever in k and no
+    k is optimal: that raises too.
+    """
+    a = float(_check_alpha(alpha))
+    c = _check_c(c)
+    if k_max is not None:
+        k_max = _check_k(k_max, minimum=1)
+        values = _speedups_up_to(a, c, k_max + 1, bonus)
+        best = int(np.argmax(values[:-1]))  # first maximum, i.e. the smallest k among ties
+        if values[k_max + 1] > values[best]:
+            raise ValueError(
+                f"optimal_k(alpha={alpha}, c={c}): S still increases at k_max={k_max}, so the "
+                f"optimum lies beyond it; call without k_max for the exact optimum"
+            )
+        return best, float(values[best])
+    if a == 1.0 and (c > 1.0 or not bonus):
+        # S = (k + 1)/(1 + k/c) (or k/(1 + k/c) without the bonus) increases for ever
+        raise ValueError(f"optimal_k(alpha=1, c={c}): S increases without bound in k, no finite optimum")
+    limit = 64
+    while True:
+        values = _speedups_up_to(a, c, limit, bonus)
+        best = int(np.argmax(values))
+        if best < limit:  # an interior maximum of a single-peaked sequence is the global one
+            return best, float(values[best])
+        if limit >= _K_SEARCH_LIMIT:
+            raise ValueError(f"optimal_k(alpha={alpha}, c={c}): optimum beyond k = {limit}")
+        limit *= 2
 
 
 def _foc(alpha: float, c: float, k: float) -> float:

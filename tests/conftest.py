@@ -83,3 +83,16 @@ def make_course(root: Path) -> NbgraderCourse:
 def session_course(tmp_path_factory) -> NbgraderCourse:
     """One course for the whole session (expensive autograding runs are shared between tests)."""
     return make_course(tmp_path_factory.mktemp("course"))
+
+
+@pytest.fixture(scope="session")
+def fresh_book(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The whole book built from scratch (empty execution cache), once per test session and
+    shared by tests/test_book.py and tests/test_rendering.py: (result, output folder)."""
+    out = tmp_path_factory.mktemp("fresh_book")
+    result = subprocess.run(
+        [str(BIN / "jupyter-book"), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going"],
+        capture_output=True, text=True, timeout=1800,
+    )
+    (out / "build.log").write_text(result.stdout + result.stderr)
+    return result, out

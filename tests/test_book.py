@@ -25,9 +25,12 @@ def toc_files() -> list[str]:
     """Every page named in _toc.yml, as a path without suffix."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [toc["root"]]
-    for part in toc.get("parts", []):
-        files += [chapter["file"] for chapter in part["chapters"]]
-    files += [chapter["file"] for chapter in toc.get("chapters", [])]
+    entries = [chapter for part in toc.get("parts", []) for chapter in part["chapters"]]
+    entries += toc.get("chapters", [])
+    while entries:  # chapters and their sections (the Labs part has sections)
+        entry = entries.pop(0)
+        files.append(entry["file"])
+        entries += entry.get("sections", [])
     return files
 
 
@@ -54,7 +57,7 @@ def mini_book(tmp_path: Path, extra_markdown: str) -> Path:
 
 def test_every_chapter_is_in_the_table_of_contents():
     listed = {f + ".md" for f in toc_files()}
-    on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "book").glob("*.md")}
+    on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "book").rglob("*.md")}
     assert on_disk == listed, f"pages not in _toc.yml: {on_disk - listed}; missing files: {listed - on_disk}"
 
 
@@ -75,10 +78,9 @@ def test_setup_is_up_to_date_after_make_setup():
 
 
 @pytest.mark.slow
-def test_whole_book_builds_fresh_without_warnings(tmp_path):
-    result = build(ROOT, tmp_path)
+def test_whole_book_builds_fresh_without_warnings(fresh_book):
+    result, tmp_path = fresh_book
     log = result.stdout + result.stderr
-    (tmp_path / "build.log").write_text(log)
     failures = [line for line in log.splitlines() if "WARNING" in line and "IPKernelApp" not in line]
     assert result.returncode == 0 and not failures, (
         "book build failed:\n" + "\n".join(failures[:40]) + "\n--- tail ---\n" + log[-4000:]
@@ -123,3 +125,32 @@ def test_cached_build_never_shows_a_stale_output(tmp_path):
     assert build(source, out).returncode == 0
     text = page.read_text()
     assert "marker-second" in text and not re.search(r"marker-first", text)
+
+
+CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.md"))
+CODE_CELL = re.compile(r"```\{code-cell\} ipython3\n(.*?)\n```", re.S)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_every_chapter_opens_with_objectives_and_closes_with_a_quiz(chapter):
+    text = chapter.read_text()
+    head = text[: text.index("\n## ")]  # before the first section
+    assert "```{admonition} In this chapter" in head and "After this chapter you can" in head
+    assert "**Prerequisites:**" in head and "**Time:**" in head
+    quiz_cells = [c for c in CODE_CELL.findall(text) if "quiz.show(questions)" in c]
+    assert len(quiz_cells) == 1, "one self-check quiz per chapter"
+    cell = quiz_cells[0]
+    n_questions = cell.count("quiz.MultipleChoice(") + cell.count("quiz.Numeric(")
+    assert n_questions >= 4 and "quiz.MultipleChoice(" in cell and "quiz.Numeric(" in cell
+    assert "assert len(questions) >= 4" in cell
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "book").rglob("*.md")), ids=lambda p: p.stem)
+def test_every_figure_has_a_caption_and_no_solution_code_is_inert(page):
+    text = page.read_text()
+    for cell in CODE_CELL.findall(text):
+        if "plt.subplots" in cell or "plt.plot(" in cell:
+            assert "mystnb:" in cell and "caption:" in cell and "name: fig-" in cell, (
+                f"{page.name}: a figure without caption/label:\n{cell[:300]}"
+            )
+    assert "```python" not in text, f"{page.name}: a ```python block never runs; use a code-cell"

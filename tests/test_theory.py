@@ -109,6 +109,39 @@ def test_optimal_k_by_hand():
     assert th.optimal_k(0.05, 10) == (0, 1.0)
 
 
+def brute_force_optimum(alpha: float, c: float, k_hi: int, bonus: bool = True) -> tuple[int, float]:
+    """Plain loop over k = 0..k_hi with the closed form, no vectorisation, no early stop."""
+    best_k, best_s = 0, (1.0 if bonus else -math.inf)
+    for k in range(1, k_hi + 1):
+        s = th.speedup(alpha, k, c, bonus=bonus)
+        if s > best_s:
+            best_k, best_s = k, s
+    return best_k, best_s
+
+
+def test_optimal_k_is_never_capped_silently():
+    # The old search stopped at k = 100 and returned (100, 57.97) here.
+    k_star, s_star = th.optimal_k(0.99, 1000)
+    assert (k_star, round(s_star, 2)) == (259, 73.61)
+    assert (k_star, s_star) == pytest.approx(brute_force_optimum(0.99, 1000, 2000))
+    # an explicit k_max below the optimum is an error, not a wrong answer
+    with pytest.raises(ValueError, match="beyond"):
+        th.optimal_k(0.99, 1000, k_max=100)
+    # an explicit k_max above the optimum gives the same answer as the free search
+    assert th.optimal_k(0.99, 1000, k_max=300) == (k_star, s_star)
+    # alpha = 1 with a cheap draft has no finite optimum
+    with pytest.raises(ValueError, match="without bound"):
+        th.optimal_k(1.0, 10)
+
+
+@pytest.mark.parametrize("alpha, c", [(0.999, 10_000), (0.995, 300), (0.9, 50), (0.5, 3), (0.97, 2000)])
+@pytest.mark.parametrize("bonus", [True, False])
+def test_optimal_k_matches_brute_force_far_out(alpha, c, bonus):
+    k_star, s_star = th.optimal_k(alpha, c, bonus=bonus)
+    k_bf, s_bf = brute_force_optimum(alpha, c, 4 * k_star + 200, bonus=bonus)
+    assert k_star == k_bf and s_star == pytest.approx(s_bf, rel=1e-12)
+
+
 # ------------------------------------------------------------- exact enumeration
 @pytest.mark.parametrize("k", [1, 2, 4])
 @pytest.mark.parametrize("bonus", [True, False])
@@ -272,6 +305,10 @@ def test_optimal_k_fast_path_matches_a_brute_force_argmax(bonus):
             ks = list(range(0 if bonus else 1, 61))
             values = [th.speedup(alpha, k, c, bonus=bonus) for k in ks]
             best = int(np.argmax(values))
+            if alpha == 1.0 and (c > 1.0 or not bonus):  # S increases for ever: k_max = 60 is not the optimum
+                with pytest.raises(ValueError, match="beyond"):
+                    th.optimal_k(alpha, c, k_max=60, bonus=bonus)
+                continue
             k_star, s_star = th.optimal_k(alpha, c, k_max=60, bonus=bonus)
             assert k_star == ks[best]
             assert s_star == pytest.approx(values[best], rel=1e-12)

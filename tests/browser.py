@@ -1,0 +1,163 @@
+"""Open built pages of the book in headless Chromium, offline, and check that the math rendered.
+
+Used by tests/test_rendering.py, and runnable by hand on any built book:
+
+    python tests/browser.py _build/html            # every page; exit status 1 on a problem
+
+Each page is loaded from disk with the network cut off (every host name resolves to nothing and
+every request goes to a dead proxy), so MathJax can only come from the build itself. After the
+page's scripts ran, Chromium's DOM is read back and two things are checked:
+
+* MathJax produced output: every formula the page holds (Sphinx marks them ``class="math"``)
+  became an ``<mjx-container>``, and there is at least one when the page has formulas;
+* no raw TeX is left in the visible text: no ``\\(``, ``\\[``, ``$$``, ``$...$`` pair or TeX
+  macro such as ``\\alpha`` outside code, scripts and MathJax's own output.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+# text inside these elements is not prose: code, scripts, and what MathJax wrote itself
+SKIP_TAGS = {"script", "style", "pre", "code", "textarea", "mjx-container", "mjx-assistive-mml",
+             "math", "svg", "kbd", "samp", "noscript"}
+VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+             "track", "wbr"}
+RAW_TEX = [
+    (re.compile(r"\\\(|\\\)|\\\[|\\\]"), "a TeX delimiter \\( \\) \\[ \\]"),
+    (re.compile(r"\$\$"), "a $$ delimiter"),
+    (re.compile(r"\$[^$\s][^$]{0,200}?\$"), "a $...$ span"),
+    (re.compile(r"\\(?:alpha|beta|frac|sum|min|max|mathbb|text|left|right|le|ge|cdot|infty|operatorname|begin|end|tfrac|dfrac|ln|log|sqrt)\b"),
+     "a TeX macro"),
+]
+
+
+def find_chromium() -> str | None:
+    for name in CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class _Reader(HTMLParser):
+    """Counts MathJax output and Sphinx math nodes; collects visible text outside SKIP_TAGS."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.skip_depth = 0
+        self.mjx = 0
+        self.math_nodes = 0
+        self.mathjax_errors = 0
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "mjx-container":
+            self.mjx += 1
+        if tag == "mjx-merror" or "MathJax_Error" in classes:
+            self.mathjax_errors += 1
+        if "math" in classes and tag in ("span", "div"):
+            self.math_nodes += 1
+        if tag in VOID_TAGS:
+            return
+        self.stack.append(tag)
+        if tag in SKIP_TAGS:
+            self.skip_depth += 1
+
+    def handle_endtag(self, tag):
+        if tag in VOID_TAGS or tag not in self.stack:
+            return
+        while self.stack:
+            top = self.stack.pop()
+            if top in SKIP_TAGS:
+                self.skip_depth -= 1
+            if top == tag:
+                break
+
+    def handle_data(self, data):
+        if self.skip_depth == 0 and data.strip():
+            self.text.append(data)
+
+
+def rendered_dom(page: Path, chromium: str, wait_ms: int = 20000, timeout_s: float = 120) -> str:
+    """The page's DOM after its scripts ran, from headless Chromium with no network."""
+    cmd = [
+        chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        "--allow-file-access-from-files",
+        # offline: no name resolves and every request would go to a closed port
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost",
+        "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+        f"--virtual-time-budget={wait_ms}", "--run-all-compositor-stages-before-draw",
+        "--dump-dom", page.resolve().as_uri(),
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if result.returncode != 0 or "<html" not in result.stdout:
+        raise RuntimeError(f"chromium failed on {page} (exit {result.returncode}):\n{result.stderr[-2000:]}")
+    return result.stdout
+
+
+def problems_in(dom: str) -> list[str]:
+    """What is wrong with the math of one rendered page (empty when nothing is)."""
+    reader = _Reader()
+    reader.feed(dom)
+    found = []
+    if reader.math_nodes and reader.mjx == 0:
+        found.append(f"MathJax produced no output for the page's {reader.math_nodes} formulas")
+    elif reader.mjx < reader.math_nodes:
+        found.append(f"only {reader.mjx} of {reader.math_nodes} formulas were typeset")
+    if reader.mathjax_errors:
+        found.append(f"{reader.mathjax_errors} MathJax error(s) (bad TeX)")
+    text = " ".join(reader.text)
+    for pattern, what in RAW_TEX:
+        for match in list(pattern.finditer(text))[:3]:
+            start = max(0, match.start() - 40)
+            found.append(f"raw TeX, {what}: ...{text[start:match.end() + 40]!r}...")
+    return found
+
+
+def check_pages(pages: list[Path], chromium: str) -> dict[str, list[str]]:
+    """Map each page to its problems (pages without problems are left out)."""
+    report = {}
+    for page in pages:
+        problems = problems_in(rendered_dom(page, chromium))
+        if problems:
+            report[str(page)] = problems
+    return report
+
+
+def book_pages(html_root: Path) -> list[Path]:
+    """The book's content pages: the front page, the chapters, the notation and lab pages."""
+    pages = sorted((html_root / "book").rglob("*.html"))
+    return [p for p in pages if "_sources" not in p.parts]
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1] if len(argv) > 1 else "_build/html")
+    chromium = find_chromium()
+    if chromium is None:
+        print("no Chromium found (apt-get install -y chromium)", file=sys.stderr)
+        return 2
+    pages = book_pages(root)
+    if not pages:
+        print(f"no built pages under {root}", file=sys.stderr)
+        return 2
+    report = check_pages(pages, chromium)
+    for page, problems in report.items():
+        print(page)
+        for problem in problems:
+            print("   ", problem)
+    print(f"{len(pages)} pages checked, {len(report)} with problems")
+    return 1 if report else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

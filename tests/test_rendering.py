@@ -1,0 +1,66 @@
+"""The built book renders its math offline, in a real browser.
+
+Every content page of a fresh build (the same build as tests/test_book.py) is opened in
+headless Chromium with the network cut off; MathJax must have typeset every formula and no raw
+TeX may be left in the visible text (tests/browser.py does the checking). The second test makes
+sure the check can fail: the same page with MathJax loaded from a CDN, as the book did before
+it served MathJax itself, must be reported.
+
+Needs the Debian package `chromium` (`.ci/run` installs it in CI). Without it the tests skip,
+saying so. To check a build you already have: `SPECLAB_BOOK_HTML=_build/html pytest
+tests/test_rendering.py`; by hand, `python tests/browser.py _build/html`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from browser import book_pages, check_pages, find_chromium, problems_in, rendered_dom
+from test_book import toc_files
+
+CHROMIUM = find_chromium()
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (apt-get install -y chromium): cannot open pages"
+)
+
+
+@pytest.fixture(scope="session")
+def html_root(request):
+    """The fresh build of the session; SPECLAB_BOOK_HTML=<folder> checks an existing build instead."""
+    given = os.environ.get("SPECLAB_BOOK_HTML")
+    if given:
+        return Path(given)
+    result, out = request.getfixturevalue("fresh_book")
+    if result.returncode != 0:
+        pytest.fail("the book did not build; see test_whole_book_builds_fresh_without_warnings")
+    return out / "_build" / "html"
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_every_page_renders_its_math_offline(html_root):
+    pages = book_pages(html_root)
+    expected = set(toc_files())
+    assert {str(p.relative_to(html_root).with_suffix("")) for p in pages} >= expected
+    assert (html_root / "_static" / "mathjax" / "tex-chtml.js").exists(), "MathJax is not in the build"
+    report = check_pages(pages, CHROMIUM)
+    assert not report, "\n".join(f"{page}:\n  " + "\n  ".join(problems) for page, problems in report.items())
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_a_page_with_mathjax_from_the_network_fails_the_check(html_root, tmp_path):
+    page = html_root / "book" / "05_tokens_per_step.html"
+    text = page.read_text()
+    local = re.compile(r'src="[^"]*_static/mathjax/tex-chtml\.js"')
+    assert local.search(text), "the page does not load the build's own MathJax"
+    online = tmp_path / "book" / page.name
+    online.parent.mkdir(parents=True)
+    online.write_text(local.sub('src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js"', text))
+    problems = problems_in(rendered_dom(online, CHROMIUM))
+    assert any("MathJax produced no output" in p for p in problems), problems
+    assert any("raw TeX" in p for p in problems), problems
