@@ -22,6 +22,9 @@ from pathlib import Path
 # Text that must never reach students: nbgrader's markers and the hidden checks' module.
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
            "autograder.checks", "from autograder", "import autograder", "_checks.check_")
+# speclab modules and files for instructors only: gpu_report autogrades the Lab 2 reference
+# (it imports autograder), weights/<pair>/ are locally trained pairs too big to ship
+INSTRUCTOR_ONLY = ("gpu_report.py", "gpu")
 MIN_LINE = 24  # reference-solution lines at least this long (stripped) are searched for verbatim
 
 README = """\
@@ -182,7 +185,7 @@ def build_release(course: Path, dest: Path) -> tuple[Path, Path]:
         (dest / "labs" / lab).mkdir()
         shutil.copyfile(course / "labs" / lab / f"{lab}.ipynb", dest / "labs" / lab / f"{lab}.ipynb")
     shutil.copytree(course / "speclab", dest / "speclab",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", *INSTRUCTOR_ONLY))
     project = _project(course)
     student_extra = project.get("optional-dependencies", {}).get("student", ["jupyterlab>=4", "matplotlib>=3.8"])
     (dest / "pyproject.toml").write_text(PYPROJECT.format(version=project["version"],
