@@ -42,7 +42,6 @@ from .sandbox import Limits
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 STUDENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-UID_BASE = 61000  # children of the grader run as UID_BASE + worker slot when it is root
 
 
 @dataclass
@@ -56,6 +55,7 @@ class Config:
     only: tuple[str, ...] = ()  # grade just these students (others keep their results)
     limits: Limits = field(default_factory=Limits)
     recheck: bool = True
+    unsafe: bool = False  # grade without the sandbox (trusted submissions only; see README)
 
 
 # ----------------------------------------------------------------------------- collect
@@ -138,15 +138,40 @@ def _course_config(root: Path, course_root: Path, limits: Limits | None) -> None
     (root / "nbgrader_config.py").write_text("\n".join(lines) + "\n")
 
 
-def _env(root: Path, token: str = "") -> dict:
+def _env(root: Path) -> dict:
+    """The grader's own nbgrader calls (release, feedback): its environment, Jupyter paths private."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "SPECLAB"))}
     env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}", HOME=str(root / "home"),
                TMPDIR=str(root / "tmp"), IPYTHONDIR=str(root / "ipython"), MPLBACKEND="Agg",
                MPLCONFIGDIR=str(root / "home"), JUPYTER_RUNTIME_DIR=str(root / "runtime"),
                JUPYTER_DATA_DIR=str(root / "home" / "jupyter"), OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
-    env[sandbox.MARKER] = token or uuid.uuid4().hex
     return env
+
+
+def _code_root(cfg: Config) -> Path:
+    """Where the `speclab` package and `autograder.checks` come from for this course."""
+    return cfg.course_root if (cfg.course_root / "autograder").is_dir() else REPO_ROOT
+
+
+def _student_env(cfg: Config, root: Path) -> dict:
+    """A cleared environment for the sandbox: nothing of the grader's own reaches the student."""
+    return sandbox.minimal_env(root / "home", PATH=f"{BIN}:/usr/local/bin:/usr/bin:/bin",
+                               PYTHONPATH=str(_code_root(cfg)), IPYTHONDIR=str(root / "ipython"),
+                               MPLCONFIGDIR=str(root / "home"), JUPYTER_RUNTIME_DIR=str(root / "runtime"),
+                               JUPYTER_DATA_DIR=str(root / "home" / "jupyter"))
+
+
+def course_mounts(cfg: Config) -> list[Path]:
+    """What of the course a student's sandbox sees, read-only: the nbgrader configuration, the
+    `speclab` package and the checks (plus the re-check runner). Not solutions/, not the
+    rest of autograder/ (the Lab 2 reference lives there), not the grading output."""
+    code = _code_root(cfg)
+    here = Path(__file__).resolve().parent
+    paths = [cfg.course_root / "nbgrader_config.py", cfg.course_root / "autograder" / "nbgrader_config.py",
+             code / "speclab", code / "autograder" / "__init__.py", code / "autograder" / "checks",
+             here / "replay.py"]
+    return [p for p in paths if p.exists()]
 
 
 def build_template(cfg: Config) -> dict:
@@ -316,14 +341,13 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
         problems += [f"{name}.ipynb {line}" for line in lines]
         pristine[name] = json.dumps(fixed, indent=1)
         (dest / f"{name}.ipynb").write_text(pristine[name])
-    uid = UID_BASE + slot
-    sandbox.give_to(root, uid)
+    uid = sandbox.student_uid(slot)
+    sandbox.give_to(root, uid, _caps(cfg))
     scores = {nb: {g: 0.0 for g in cells} for nb, cells in layout.items()}
-    env = _env(root)
+    env = _student_env(cfg, root)
     if usable:
-        res = sandbox.run([str(BIN / "nbgrader"), "autograde", cfg.lab, f"--student={student}", "--force"],
-                          root, env, lim.notebook_timeout_s * len(usable) + 60, lim, uid,
-                          log_path=root / "autograde.log")
+        res = _sandboxed(cfg, [str(BIN / "nbgrader"), "autograde", cfg.lab, f"--student={student}", "--force"],
+                         root, root, env, lim.notebook_timeout_s * len(usable) + 60, uid, "autograde.log")
         try:
             scores = _nbgrader_scores(root / "gradebook.db", cfg.lab, student, layout)
             db_ok = True
@@ -378,12 +402,12 @@ def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, name: s
     out = root / "tmp" / f"recheck-{name}.jsonl"
     copy = root / "tmp" / f"recheck-{name}.ipynb"
     shutil.copyfile(graded, copy)
-    sandbox.give_to(root / "tmp", uid)
+    sandbox.give_to(root / "tmp", uid, _caps(cfg))
     lim = cfg.limits
-    sandbox.run([sys.executable, "-I", str(Path(__file__).with_name("replay.py")), str(copy), str(out),
-                 "--root", str(cfg.course_root if (cfg.course_root / "autograder").is_dir() else REPO_ROOT),
-                 "--cell-timeout", str(lim.cell_timeout_s or _lab_timeout(cfg.lab))],
-                graded.parent, env, lim.notebook_timeout_s, lim, uid, log_path=root / "recheck.log")
+    _sandboxed(cfg, [sys.executable, "-I", str(Path(__file__).with_name("replay.py")), str(copy), str(out),
+                     "--root", str(_code_root(cfg)),
+                     "--cell-timeout", str(lim.cell_timeout_s or _lab_timeout(cfg.lab))],
+               graded.parent, root, env, lim.notebook_timeout_s, uid, "recheck.log")
     passed: dict[str, tuple[bool, str]] = {}
     if out.exists():
         for line in out.read_text(errors="replace").splitlines():
@@ -393,6 +417,23 @@ def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, name: s
             except (ValueError, KeyError, TypeError):
                 continue
     return passed
+
+
+def _caps(cfg: Config) -> sandbox.Capabilities:
+    return sandbox.Capabilities(None, os.geteuid() == 0) if cfg.unsafe else sandbox.capabilities()
+
+
+def _sandboxed(cfg: Config, cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, uid: int,
+               log_name: str) -> sandbox.Result:
+    """One command of a student's grading in its sandbox (scratch = the student's course folder).
+    The log is written outside the scratch folder, where the student cannot rewrite it."""
+    logs = cfg.out / "work" / ".logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{scratch.name}.{log_name}"
+    res = sandbox.run(cmd, cwd, scratch, env, timeout_s, cfg.limits, uid=uid, log_path=log,
+                      ro=course_mounts(cfg), unsafe=cfg.unsafe)
+    shutil.copyfile(log, scratch / log_name)  # where _publish collects it
+    return res
 
 
 def _publish(cfg: Config, root: Path, student: str, result: dict) -> None:
@@ -450,6 +491,11 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
         unknown = set(cfg.only) - set(students)
         if unknown:
             raise SystemExit(f"no submission for {sorted(unknown)}")
+    if not cfg.unsafe:
+        try:
+            sandbox.require()
+        except sandbox.SandboxUnavailable as err:
+            raise SystemExit(str(err)) from None
     layout = build_template(cfg)
     todo = []
     for s, folder in students.items():
@@ -559,8 +605,9 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
         lines.append(f"{len(results)} students graded; mean {statistics.mean(s):.2f}, min {min(s):g}, "
                      f"max {max(s):g} of {results[0]['max_score']:g}; "
                      f"{sum(bool(r['problems']) for r in results)} with problems")
-    for miss in sandbox.capabilities().missing:
-        lines.append(f"warning: {miss}")
+    if cfg.unsafe:
+        lines.append("warning: graded WITHOUT the sandbox (--unsafe): students' code ran with the grader's "
+                     "rights, could read the solutions and could forge its result")
     lines.append(f"grades: {cfg.out / 'grades.csv'}; feedback: {cfg.out / 'feedback'}/<student>/{cfg.lab}/")
     return "\n".join(lines)
 
