@@ -36,7 +36,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import sandbox
+from . import sandbox, verdict
 from .sandbox import Limits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -170,7 +170,7 @@ def course_mounts(cfg: Config) -> list[Path]:
     here = Path(__file__).resolve().parent
     paths = [cfg.course_root / "nbgrader_config.py", cfg.course_root / "autograder" / "nbgrader_config.py",
              code / "speclab", code / "autograder" / "__init__.py", code / "autograder" / "checks",
-             here / "replay.py"]
+             here / "replay.py", here / "verdict.py"]
     return [p for p in paths if p.exists()]
 
 
@@ -348,7 +348,7 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     if usable:
         res = _sandboxed(cfg, [str(BIN / "nbgrader"), "autograde", cfg.lab, f"--student={student}", "--force"],
                          root, root, env, lim.notebook_timeout_s * len(usable) + 60, uid, "autograde.log")
-        try:
+        try:  # nbgrader's verdict, read once its sandbox is gone; the student may have altered it (see below)
             scores = _nbgrader_scores(root / "gradebook.db", cfg.lab, student, layout)
             db_ok = True
         except Exception:  # noqa: BLE001 - the notebook may have overwritten its scratch gradebook
@@ -357,33 +357,55 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
             graded = root / "autograded" / student / cfg.lab / f"{name}.ipynb"
             if res.timed_out:
                 problems.append(f"{name}.ipynb: grading stopped at the {lim.notebook_timeout_s} s notebook limit")
-            if not graded.exists() or not db_ok:  # nbgrader gave up (the kernel died): score what ran, in a clean re-run
-                shutil.rmtree(graded.parent, ignore_errors=True)
-                graded.parent.mkdir(parents=True, exist_ok=True)
-                graded.write_text(pristine[name])
-                (root / "tmp").mkdir(exist_ok=True)
-                passed = _recheck(cfg, root, graded, env, uid, name)
+            nb_ok = graded.is_file() and not graded.is_symlink() and db_ok
+            if nb_ok:
+                problems += [f"{name}.ipynb {line}" for line in _cell_problems(graded)]
+            # the grader's own verdict: checks run here, the student's functions in a fresh sandbox
+            judged, unjudged = _judge(cfg, root, name, pristine[name], env, uid) if cfg.recheck or not nb_ok \
+                else ({}, set(layout[name]))
+            if not nb_ok:  # nbgrader gave up (the kernel died): what passed before that counts
+                passed = _recheck(cfg, root, name, pristine[name], env, uid) if unjudged else {}
+                passed.update(judged)
                 scores[name] = {g: (pts if passed.get(g, (False, ""))[0] else 0.0) for g, pts in layout[name].items()}
                 problems.append(f"{name}.ipynb: {_why_failed(res.log)}; only the test cells that passed before "
                                 f"that count ({sum(scores[name].values()):g} points)")
                 continue
-            problems += [f"{name}.ipynb {line}" for line in _cell_problems(graded)]
-            if cfg.recheck and any(scores[name].values()):
-                passed = _recheck(cfg, root, graded, env, uid, name)
-                for gid, score in scores[name].items():
-                    ok, err = passed.get(gid, (False, "not reached in the clean re-run"))
-                    if score > 0 and not ok:
-                        scores[name][gid] = 0.0
-                        problems.append(f"{name}.ipynb {gid}: passed inside the notebook but fails in a clean "
-                                        f"re-run ({err[:160]}); 0 points (did the notebook tamper with grading?)")
+            passed = dict(judged)
+            if cfg.recheck and any(scores[name][g] for g in unjudged):
+                passed.update({g: v for g, v in _recheck(cfg, root, name, pristine[name], env, uid).items()
+                               if g in unjudged})
+            for gid, score in scores[name].items():  # the lower of nbgrader's score and the grader's verdict
+                if gid not in passed and (gid in unjudged or not cfg.recheck):
+                    continue
+                ok, err = passed.get(gid, (False, "not reached"))
+                if score > 0 and not ok:
+                    scores[name][gid] = 0.0
+                    where = "the grader's own check" if gid in judged else "a clean re-run"
+                    problems.append(f"{name}.ipynb {gid}: passed inside the notebook but fails {where} "
+                                    f"({err[:160]}); 0 points")
     result = {
         "student": student, "lab": cfg.lab, "submission_sha256": submission_hash(folder),
         "scores": scores, "score": round(sum(sum(c.values()) for c in scores.values()), 6),
         "max_score": sum(sum(c.values()) for c in layout.values()), "problems": problems,
-        "seconds": round(time.perf_counter() - t0, 1),
+        "seconds": round(time.perf_counter() - t0, 1), "grader_version": grader_version(cfg),
+        "sandbox": not cfg.unsafe,
     }
-    _publish(cfg, root, student, result)
+    _publish(cfg, root, student, result)  # the sandbox is gone: nothing of the student runs any more
     return result
+
+
+def grader_version(cfg: Config) -> str:
+    """A digest of everything that decides a grade: the grading code, the checks, the course
+    package and the released lab. A result is reused only under the same version."""
+    code = _code_root(cfg)
+    h = hashlib.sha256()
+    files = [*sorted(Path(__file__).parent.glob("*.py")), *sorted((code / "autograder" / "checks").glob("*.py")),
+             *sorted((code / "speclab").glob("*.py"))]
+    for p in files:
+        h.update(str(p.name).encode() + b"\0" + p.read_bytes())
+    stamp = cfg.out / "template" / "source.sha256"
+    h.update(stamp.read_bytes() if stamp.exists() else b"")
+    return h.hexdigest()[:16]
 
 
 def _lab_timeout(lab: str) -> int:
@@ -397,26 +419,89 @@ def _lab_timeout(lab: str) -> int:
         return 120
 
 
-def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, name: str) -> dict[str, tuple[bool, str]]:
-    """Clean re-run of a notebook (autograder/replay.py): grade id -> (passed, error)."""
+def _recheck(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: int) -> dict[str, tuple[bool, str]]:
+    """Clean re-run of a notebook (autograder/replay.py) for the cells the grader cannot judge
+    itself: grade id -> (passed, error). It runs in the student's sandbox, so its answer is
+    only ever used to LOWER nbgrader's score."""
     out = root / "tmp" / f"recheck-{name}.jsonl"
     copy = root / "tmp" / f"recheck-{name}.ipynb"
-    shutil.copyfile(graded, copy)
+    (root / "tmp").mkdir(exist_ok=True)
+    copy.unlink(missing_ok=True)
+    out.unlink(missing_ok=True)
+    copy.write_text(notebook)
     sandbox.give_to(root / "tmp", uid, _caps(cfg))
     lim = cfg.limits
     _sandboxed(cfg, [sys.executable, "-I", str(Path(__file__).with_name("replay.py")), str(copy), str(out),
                      "--root", str(_code_root(cfg)),
                      "--cell-timeout", str(lim.cell_timeout_s or _lab_timeout(cfg.lab))],
-               graded.parent, root, env, lim.notebook_timeout_s, uid, "recheck.log")
+               copy.parent, root, env, lim.notebook_timeout_s, uid, "recheck.log")
     passed: dict[str, tuple[bool, str]] = {}
-    if out.exists():
-        for line in out.read_text(errors="replace").splitlines():
+    if out.is_file() and not out.is_symlink():
+        for line in out.read_text(errors="replace").splitlines()[:1000]:
             try:
                 rec = json.loads(line)
-                passed.setdefault(rec["grade_id"], (bool(rec["passed"]), str(rec.get("error") or "")))
+                passed.setdefault(str(rec["grade_id"]), (bool(rec["passed"]), str(rec.get("error") or "")))
             except (ValueError, KeyError, TypeError):
                 continue
     return passed
+
+
+_SPECS: dict[str, dict] = {}
+
+
+def _cell_specs(cfg: Config) -> dict:
+    """grade id -> verdict.CellCheck for this lab's graded cells (from the template gradebook)."""
+    db = cfg.out / "template" / "gradebook.db"
+    key = f"{db}:{db.stat().st_mtime_ns}"
+    if key not in _SPECS:
+        _SPECS[key] = verdict.cell_checks(verdict.graded_sources(db, cfg.lab))
+    return _SPECS[key]
+
+
+def _judge(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: int):
+    """The grader's own verdict on one notebook (autograder/verdict.py): (grade id -> (passed,
+    error) for the cells judged here, set of the notebook's graded cells it could not judge)."""
+    lim = cfg.limits
+    specs = _cell_specs(cfg)
+    cells = set(_layout_cells(cfg, name))
+    judged: dict[str, tuple[bool, str]] = {}
+    unportable: set[str] = set()
+    if not cells & set(specs):
+        return judged, cells
+    work = root / "verdict"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    copy = work / f"{name}.ipynb"
+    copy.write_text(notebook)
+    sandbox.give_to(work, uid, _caps(cfg))
+    timeout = lim.cell_timeout_s or _lab_timeout(cfg.lab)
+    logs = cfg.out / "work" / ".logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    session = sandbox.Session([sys.executable, "-I", str(Path(__file__).with_name("verdict.py")), "serve", str(copy),
+                               "--cell-timeout", str(timeout)], work, root,
+                              {**env, "SPECLAB_CODE_ROOT": str(_code_root(cfg))}, lim, uid,
+                              logs / f"{root.name}.verdict.log", course_mounts(cfg), unsafe=cfg.unsafe)
+    harness = verdict.Harness(session, {}, deadline=time.monotonic() + lim.notebook_timeout_s)
+    gone = "the notebook ended before it"
+    try:
+        while (gid := harness.wait_at(lim.notebook_timeout_s)) is not None:
+            if gid in specs and gid in cells and gid not in judged:
+                try:
+                    judged[gid] = verdict.run_check(harness, specs[gid], timeout)
+                except verdict.Unportable:
+                    unportable.add(gid)
+            harness.next()
+    except verdict.HarnessGone as err:
+        gone = f"the notebook's process stopped answering: {err}"
+    finally:
+        session.close()
+    for gid in (cells & set(specs)) - set(judged) - unportable:
+        judged[gid] = (False, f"not reached ({gone})")
+    return judged, (cells - set(specs)) | unportable
+
+
+def _layout_cells(cfg: Config, name: str) -> list[str]:
+    return list(gradebook_layout(cfg.out / "template" / "gradebook.db", cfg.lab).get(name, {}))
 
 
 def _caps(cfg: Config) -> sandbox.Capabilities:
@@ -497,13 +582,15 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
         except sandbox.SandboxUnavailable as err:
             raise SystemExit(str(err)) from None
     layout = build_template(cfg)
+    version = grader_version(cfg)
     todo = []
     for s, folder in students.items():
         old = load_result(cfg, s)
         if cfg.only and s not in cfg.only:
             continue
-        if old and not cfg.force and old.get("submission_sha256") == submission_hash(folder):
-            continue
+        if old and not cfg.force and old.get("submission_sha256") == submission_hash(folder) \
+                and old.get("grader_version") == version and old.get("sandbox", False) >= (not cfg.unsafe):
+            continue  # same submission, same grading code (and graded at least as safely): keep
         todo.append(s)
     slots = list(range(max(1, cfg.workers)))
     import threading

@@ -227,6 +227,14 @@ class Result:
         return self.returncode is None
 
 
+def _argv(cmd, cwd, scratch, limits, uid, ro, caps, unsafe) -> list[str]:
+    if unsafe:
+        return _prlimit(limits, None, caps) + ["sh", "-c", "trap '' XFSZ; exec \"$@\"", "sh", *cmd]
+    if caps.bwrap is None:
+        raise SandboxUnavailable(f"bubblewrap is not installed; install: {INSTALL_HINT}")
+    return sandbox_argv(cmd, cwd, list(ro), [scratch], limits, uid, caps)
+
+
 def run(cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, limits: Limits,
         uid: int | None = None, log_path: Path | None = None, ro: list[Path] = (), caps: Capabilities | None = None,
         unsafe: bool = False) -> Result:
@@ -236,35 +244,73 @@ def run(cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, l
     The combined output goes to log_path (default scratch/../<scratch name>.log, outside
     the scratch). unsafe: no sandbox, only the process group, the limits and the timeout.
     """
-    caps = caps or (capabilities() if not unsafe else Capabilities(None, os.geteuid() == 0))
-    log_path = log_path or scratch.parent / f"{scratch.name}.log"
-    if unsafe:
-        argv = _prlimit(limits, None, caps) + ["sh", "-c", "trap '' XFSZ; exec \"$@\"", "sh", *cmd]
-    else:
-        if not caps.ok and caps.bwrap is None:
-            raise SandboxUnavailable(f"bubblewrap is not installed; install: {INSTALL_HINT}")
-        argv = sandbox_argv(cmd, cwd, list(ro), [scratch], limits, uid, caps)
-    t0 = time.perf_counter()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, cwd=cwd if unsafe else "/", env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            rc: int | None = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            rc = None
-        finally:
-            try:  # bwrap's own process group; its PID namespace dies with it (--die-with-parent)
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            if caps.root and uid is not None and not unsafe:
-                reap_uid(uid)
-    seconds = time.perf_counter() - t0
-    with open(log_path, "rb") as f:
-        f.seek(max(0, log_path.stat().st_size - 20000))
-        tail = f.read().decode("utf-8", "replace")
-    return Result(rc, tail, seconds)
+    s = Session(cmd, cwd, scratch, env, limits, uid, log_path, ro, caps, unsafe, interactive=False)
+    try:
+        rc: int | None = s.proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        rc = None
+    finally:
+        s.close()
+    return Result(rc, s.log_tail(), s.seconds)
+
+
+class Session:
+    """A sandboxed process started now; interactive: its stdin and stdout are pipes to the grader.
+    close() kills the whole sandbox and returns once no process of it is left."""
+
+    def __init__(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, limits: Limits, uid: int | None = None,
+                 log_path: Path | None = None, ro: list[Path] = (), caps: Capabilities | None = None,
+                 unsafe: bool = False, interactive: bool = True):
+        self.caps = caps or (capabilities() if not unsafe else Capabilities(None, os.geteuid() == 0))
+        self.uid, self.unsafe = uid, unsafe
+        self.log_path = log_path or scratch.parent / f"{scratch.name}.log"
+        argv = _argv(cmd, cwd, scratch, limits, uid, ro, self.caps, unsafe)
+        self.t0 = time.perf_counter()
+        self.seconds = 0.0
+        self._log = open(self.log_path, "wb")
+        pipe = subprocess.PIPE if interactive else subprocess.DEVNULL
+        self.proc = subprocess.Popen(argv, cwd=cwd if unsafe else "/", env=env, stdin=pipe,
+                                     stdout=pipe if interactive else self._log, stderr=self._log,
+                                     start_new_session=True)
+        if interactive:
+            os.set_blocking(self.proc.stdin.fileno(), False)
+            self.stdout_fd = self.proc.stdout.fileno()
+
+    def write(self, data: bytes, timeout_s: float = 60.0) -> None:
+        """Send bytes without ever blocking the grader on a process that stopped reading."""
+        import select
+
+        fd, deadline = self.proc.stdin.fileno(), time.monotonic() + timeout_s
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise OSError("the sandboxed process stopped reading")
+            _, ready, _ = select.select([], [fd], [], left)
+            if ready:
+                view = view[os.write(fd, view):]
+
+    def close(self) -> None:
+        try:  # bwrap's own process group; its PID namespace dies with it (--die-with-parent)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        if self.caps.root and self.uid is not None and not self.unsafe:
+            reap_uid(self.uid)
+        for f in (self.proc.stdin, self.proc.stdout):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    pass
+        self._log.close()
+        self.seconds = time.perf_counter() - self.t0
+
+    def log_tail(self) -> str:
+        with open(self.log_path, "rb") as f:
+            f.seek(max(0, self.log_path.stat().st_size - 20000))
+            return f.read().decode("utf-8", "replace")
 
 
 def processes_of(uid: int) -> list[int]:

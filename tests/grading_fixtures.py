@@ -1,7 +1,8 @@
 """A tiny nbgrader course for the grading pipeline's tests, and hostile students for it.
 
 Assignment `tiny`, notebook `tiny.ipynb`: one solution cell (add, scale), two graded
-test cells: `test_add` (2 points) and `test_scale` (3 points), each with hidden tests.
+test cells: `test_add` (2 points) and `test_scale` (3 points), each with hidden tests
+that call `autograder/checks/tiny.py` (numpy and scipy.stats inside), as the real labs do.
 A student's notebook is the release notebook with the solution cell replaced, plus
 optional extra cells (after the solution cell unless said otherwise).
 """
@@ -39,12 +40,11 @@ def source_notebook() -> nbformat.NotebookNode:
         new_markdown_cell("# Tiny lab", metadata=_meta("intro", locked=True)),
         new_code_cell("import numpy as np", metadata=_meta("setup", locked=True)),
         new_code_cell("### BEGIN SOLUTION\n" + SOLUTION + "### END SOLUTION", metadata=_meta("impl", solution=True)),
-        new_code_cell("assert add(1, 2) == 3\n### BEGIN HIDDEN TESTS\nassert add(-4, 2.5) == -1.5\n"
-                      "### END HIDDEN TESTS", metadata=_meta("test_add", grade=True, locked=True, points=2)),
+        new_code_cell("assert add(1, 2) == 3\n### BEGIN HIDDEN TESTS\nfrom autograder.checks import tiny as _checks\n"
+                      "_checks.check_add(add)\n### END HIDDEN TESTS",
+                      metadata=_meta("test_add", grade=True, locked=True, points=2)),
         new_code_cell("assert np.array_equal(scale([1, 2], 2), [2, 4])\n### BEGIN HIDDEN TESTS\n"
-                      "assert np.array_equal(scale(np.arange(4), -3), np.arange(4) * -3)\n"
-                      "assert float(np.sum(scale(np.ones(3), 0.5))) == 1.5\n"
-                      "from scipy import stats\nassert stats.describe(scale(np.arange(4.0), -3)).mean == -4.5\n"
+                      "from autograder.checks import tiny as _checks\n_checks.check_scale(scale)\n"
                       "### END HIDDEN TESTS",
                       metadata=_meta("test_scale", grade=True, locked=True, points=3)),
     ]
