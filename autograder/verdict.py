@@ -65,8 +65,8 @@ def encode(x, refs: dict | None = None, depth: int = 0):
 
     if depth > MAX_DEPTH:
         raise Unportable("nested too deeply")
-    if refs and id(x) in refs:
-        return {"__ref__": refs[id(x)]}
+    if refs is not None and id(x) in refs and refs[id(x)][0] is x:
+        return {"__ref__": refs[id(x)][1]}
     if x is None or isinstance(x, (bool, int, float, str)):
         return x
     if isinstance(x, np.generic):
@@ -74,8 +74,7 @@ def encode(x, refs: dict | None = None, depth: int = 0):
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in DTYPE_KINDS:
             raise Unportable(f"array of dtype {x.dtype}")
-        a = np.ascontiguousarray(x)
-        return {"__nd__": a.dtype.str, "shape": list(a.shape), "b64": base64.b64encode(a.tobytes()).decode()}
+        return {"__nd__": x.dtype.str, "shape": list(x.shape), "b64": base64.b64encode(x.tobytes(order="C")).decode()}
     if isinstance(x, np.random.Generator):
         return {"__rng__": x.bit_generator.state}
     if isinstance(x, (list, tuple)):
@@ -162,7 +161,7 @@ def decode(d, resolve: Callable[[str], object] | None = None, depth: int = 0):
             raise Unportable("not a dataclass")
         return cls(**{k: decode(v, resolve, depth + 1) for k, v in dict(d["fields"]).items()})
     if "__ref__" in d and resolve is not None:
-        return resolve(str(d["__ref__"]))
+        return resolve(list(d["__ref__"]))
     raise Unportable(f"unexpected value {str(d)[:80]}")
 
 
@@ -197,10 +196,35 @@ class _Shell:
         return lambda *a, **k: None
 
 
-REFS = {  # objects the checks pass that both sides rebuild from the course's code
-    "lab2.target": ("autograder.checks.lab2", "shipped_pair", 0),
-    "lab2.draft": ("autograder.checks.lab2", "shipped_pair", 1),
-}
+# Objects the checks pass (models) that both sides rebuild from the course's own code: a
+# reference [module, function, args, index] means module.function(*args)[index].
+REF_SOURCES = {("autograder.checks.lab2", "shipped_pair"), ("speclab.toy", "toy_pair")}
+_REGISTRY: dict[int, tuple[object, list]] = {}  # id -> (object, reference); the object is kept alive
+
+
+def _register(obj, ref: list) -> None:
+    _REGISTRY[id(obj)] = (obj, ref)
+
+
+def _install_recorders() -> None:
+    """In the grader: make the course's model factories note what they return (idempotent)."""
+    for mod_name, fn_name in REF_SOURCES:
+        try:
+            mod = importlib.import_module(mod_name)
+        except Exception:  # noqa: BLE001 - a course without that module
+            continue
+        fn = getattr(mod, fn_name)
+        if getattr(fn, "_recorder", False):
+            continue
+
+        def recorder(*args, _fn=fn, _mod=mod_name, _name=fn_name):
+            out = _fn(*args)
+            if all(isinstance(a, (int, str)) for a in args):
+                for i, obj in enumerate(out):
+                    _register(obj, [_mod, _name, list(args), i])
+            return out
+        recorder._recorder = True
+        setattr(mod, fn_name, recorder)
 
 
 def serve(nb_path: str, cell_timeout: int) -> int:
@@ -240,11 +264,14 @@ def serve(nb_path: str, cell_timeout: int) -> int:
     ns: dict = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": lambda: _Shell(), "display": print}
     cache: dict = {}
 
-    def resolve(name: str):
-        if name not in cache:
-            mod, fn, idx = REFS[name]
-            cache[name] = getattr(importlib.import_module(mod), fn)()[idx]
-        return cache[name]
+    def resolve(ref):
+        key = json.dumps(ref)
+        if key not in cache:
+            mod, fn, args, idx = ref
+            if (mod, fn) not in REF_SOURCES:
+                raise Unportable("unknown reference")
+            cache[key] = getattr(importlib.import_module(mod), fn)(*args)[idx]
+        return cache[key]
 
     for c in nb.get("cells", []):
         if c.get("cell_type") != "code":
@@ -430,25 +457,13 @@ def graded_sources(db: Path, lab: str) -> dict[str, str]:
     return out
 
 
-def _refs_for(module) -> dict:
-    """id -> ref name for the course objects a check may pass (loaded in the grader on demand)."""
-    refs = {}
-    for name, (mod, fn, idx) in REFS.items():
-        if mod == module.__name__:
-            try:
-                refs[id(getattr(module, fn)()[idx])] = name
-            except Exception:  # noqa: BLE001 - e.g. no shipped weights: those checks will fail on their own
-                pass
-    return refs
-
-
 def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float) -> tuple[bool, str]:
     """Run one cell's checks in this process against the student's functions in the sandbox.
     (passed, error); raises Unportable when a check passes something that cannot cross, and
     HarnessGone when the student's process is gone."""
     module = importlib.import_module(spec.module)
-    refs = _refs_for(module) if any(m == spec.module for m, _, _ in REFS.values()) else {}
-    harness.refs = refs
+    _install_recorders()
+    harness.refs = _REGISTRY
 
     def stand_in(name):
         def fn(*args, **kwargs):
