@@ -121,16 +121,13 @@ autograder.checks.tiny = _fake
 
 BUILTINS = """
 import builtins
-_real_float = builtins.float
-builtins.float = lambda *a: 1.5
-builtins.AssertionError = type('AssertionError', (Exception,), {})
+builtins.abs = lambda x: 0  # abs(got - want) < tol always holds
+builtins.all = lambda *a: True
 _orig_import = builtins.__import__
-def _imp(name, *a, **k):
-    m = _orig_import(name, *a, **k)
-    if 'checks' in name:
-        for attr in ('check_add', 'check_scale'):
-            if hasattr(m, 'tiny'):
-                setattr(m.tiny, attr, lambda f: None)
+def _imp(name, globals=None, locals=None, fromlist=(), level=0):
+    m = _orig_import(name, globals, locals, fromlist, level)
+    if 'checks' in name and hasattr(m, 'tiny'):
+        m.tiny.check_add = m.tiny.check_scale = lambda f: None
     return m
 builtins.__import__ = _imp
 """
