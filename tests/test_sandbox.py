@@ -176,6 +176,8 @@ def test_symlinks_out_of_scratch_lead_nowhere(box, course, tmp_path):
 
 
 def test_fork_bomb_is_contained(box):
+    if not sandbox.capabilities().root:
+        pytest.skip("the process-count limit needs a uid of the student's own, i.e. a grader running as root")
     t0 = time.perf_counter()
     res = box.run("""
         import os
