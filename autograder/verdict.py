@@ -40,6 +40,7 @@ import re
 import select
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -457,6 +458,9 @@ def graded_sources(db: Path, lab: str) -> dict[str, str]:
     return out
 
 
+_CHECK_LOCK = threading.Lock()
+
+
 def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float) -> tuple[bool, str]:
     """Run one cell's checks in this process against the student's functions in the sandbox.
     (passed, error); raises Unportable when a check passes something that cannot cross, and
@@ -472,8 +476,9 @@ def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float) -> tuple
         return fn
 
     try:
-        for check, names in spec.calls:
-            getattr(module, check)(*[stand_in(n) for n in names])
+        with _CHECK_LOCK:  # one check at a time in the grader: a timing baseline never shares the GIL
+            for check, names in spec.calls:
+                getattr(module, check)(*[stand_in(n) for n in names])
     except (Unportable, HarnessGone):
         raise
     except Exception as err:  # noqa: BLE001 - the check's failure is the verdict
