@@ -190,6 +190,8 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
         res = _sandboxed(cfg, [str(BIN / "nbgrader"), "autograde", cfg.lab, f"--student={student}", "--force"],
                          root, root, env, lim.notebook_timeout_s * len(usable) + 60, uid, "autograde.log")
         try:  # nbgrader's verdict, read once its sandbox is gone; the student may have altered it (see below)
+            if not (root / "gradebook.db").is_file() or not _no_links(root, root / "gradebook.db"):
+                raise OSError("the scratch gradebook was replaced")
             scores = _nbgrader_scores(root / "gradebook.db", cfg.lab, student, layout)
             db_ok = True
         except Exception:  # noqa: BLE001 - the notebook may have overwritten its scratch gradebook
@@ -198,13 +200,15 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
             graded = root / "autograded" / student / cfg.lab / f"{name}.ipynb"
             if res.timed_out:
                 problems.append(f"{name}.ipynb: grading stopped at the {lim.notebook_timeout_s} s notebook limit")
-            nb_ok = graded.is_file() and not graded.is_symlink() and db_ok
+            nb_ok = graded.is_file() and _no_links(root, graded) and db_ok
             if nb_ok:
                 problems += [f"{name}.ipynb {line}" for line in _cell_problems(graded)]
             # the grader's own verdict: checks run here, the student's functions in a fresh sandbox
             judged, unjudged = _judge(cfg, root, name, pristine[name], env, uid) if cfg.recheck or not nb_ok \
                 else ({}, set(layout[name]))
             if not nb_ok:  # nbgrader gave up (the kernel died): what passed before that counts
+                scratch_path(root, "autograded", student, cfg.lab).mkdir(parents=True, exist_ok=True)
+                scratch_path(root, "autograded", student, cfg.lab, f"{name}.ipynb").write_text(pristine[name])
                 passed = _recheck(cfg, root, name, pristine[name], env, uid) if unjudged else {}
                 passed.update(judged)
                 scores[name] = {g: (pts if passed.get(g, (False, ""))[0] else 0.0) for g, pts in layout[name].items()}
@@ -239,9 +243,9 @@ def _recheck(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: 
     """Clean re-run of a notebook (autograder/replay.py) for the cells the grader cannot judge
     itself: grade id -> (passed, error). It runs in the student's sandbox, so its answer is
     only ever used to LOWER nbgrader's score."""
-    out = root / "tmp" / f"recheck-{name}.jsonl"
-    copy = root / "tmp" / f"recheck-{name}.ipynb"
-    (root / "tmp").mkdir(exist_ok=True)
+    scratch_path(root, "tmp").mkdir(exist_ok=True)
+    out = scratch_path(root, "tmp", f"recheck-{name}.jsonl")
+    copy = scratch_path(root, "tmp", f"recheck-{name}.ipynb")
     copy.unlink(missing_ok=True)
     out.unlink(missing_ok=True)
     copy.write_text(notebook)
@@ -252,7 +256,7 @@ def _recheck(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: 
                      "--cell-timeout", str(lim.cell_timeout_s or lab_timeout(cfg.lab))],
                copy.parent, root, env, lim.notebook_timeout_s, uid, "recheck.log")
     passed: dict[str, tuple[bool, str]] = {}
-    if out.is_file() and not out.is_symlink():
+    if out.is_file() and _no_links(root, out):
         for line in out.read_text(errors="replace").splitlines()[:1000]:
             try:
                 rec = json.loads(line)
@@ -284,7 +288,7 @@ def _judge(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: in
     unportable: set[str] = set()
     if not cells & set(specs):
         return judged, cells
-    work = root / "verdict"
+    work = scratch_path(root, "verdict")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     copy = work / f"{name}.ipynb"
@@ -320,6 +324,28 @@ def _layout_cells(cfg: Config, name: str) -> list[str]:
     return list(gradebook_layout(cfg.out / "template" / "gradebook.db", cfg.lab).get(name, {}))
 
 
+def scratch_path(root: Path, *parts: str) -> Path:
+    """root/parts, safe for the grader to create or write once the student's sandbox is gone:
+    any component the student turned into a symbolic link (to the course, another student's
+    results, a system file) is removed, so the grader never writes or reads through it."""
+    p = root
+    for part in parts:
+        p = p / part
+        if p.is_symlink():
+            p.unlink()
+    return p
+
+
+def _no_links(root: Path, path: Path) -> bool:
+    """path lies under root with no symbolic link on the way (what the grader may read from scratch)."""
+    p = path
+    while p != root:
+        if p.is_symlink() or p == p.parent:
+            return False
+        p = p.parent
+    return True
+
+
 def _caps(cfg: Config) -> sandbox.Capabilities:
     return sandbox.Capabilities(None, os.geteuid() == 0) if cfg.unsafe else sandbox.capabilities()
 
@@ -333,7 +359,6 @@ def _sandboxed(cfg: Config, cmd: list[str], cwd: Path, scratch: Path, env: dict,
     log = logs / f"{scratch.name}.{log_name}"
     res = sandbox.run(cmd, cwd, scratch, env, timeout_s, cfg.limits, uid=uid, log_path=log,
                       ro=course_mounts(cfg), unsafe=cfg.unsafe)
-    shutil.copyfile(log, scratch / log_name)  # where _publish collects it
     return res
 
 
@@ -357,7 +382,7 @@ def publish(cfg: Config, root: Path, student: str, result: dict) -> None:
         src = root / kind / student / cfg.lab
         dest = cfg.out / kind / student / cfg.lab
         shutil.rmtree(dest, ignore_errors=True)
-        if src.is_dir():
+        if src.is_dir() and _no_links(root, src):
             dest.mkdir(parents=True)
             for f in src.iterdir():
                 if f.is_file() and not f.is_symlink() and f.suffix in (".html", ".ipynb"):
@@ -365,9 +390,10 @@ def publish(cfg: Config, root: Path, student: str, result: dict) -> None:
     logs = cfg.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with open(logs / f"{student}.log", "w") as f:
-        for log in ("autograde.log", "recheck.log"):
-            if (root / log).exists():
-                f.write(f"===== {log}\n" + (root / log).read_text(errors="replace")[-20000:] + "\n")
+        for log in ("autograde.log", "verdict.log", "recheck.log"):  # written outside the student's reach
+            path = cfg.out / "work" / ".logs" / f"{student}.{log}"
+            if path.is_file():
+                f.write(f"===== {log}\n" + path.read_text(errors="replace")[-20000:] + "\n")
     results = cfg.out / "results"
     results.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=results, suffix=".tmp")

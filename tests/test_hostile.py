@@ -238,7 +238,27 @@ try:  # replace the notebook nbgrader writes back, and the scratch gradebook, by
     os.remove('../../../gradebook.db'); os.symlink(_targets[0], '../../../gradebook.db')
 except OSError:
     pass
-"""
+# a detached process plants links where the grader writes after the sandbox (tmp/, verdict/, logs)
+import subprocess, sys
+subprocess.Popen(['setsid', sys.executable, '-c', r'''
+import os, sys, time, shutil
+# {mark}
+root, target = sys.argv[1], sys.argv[2]
+for _ in range(300):
+    for name in ('tmp', 'verdict', 'autograde.log', 'recheck.log', 'autograded'):
+        p = os.path.join(root, name)
+        try:
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p, ignore_errors=True)
+            elif os.path.lexists(p):
+                os.remove(p)
+            os.symlink(target, p)
+        except OSError:
+            pass
+    time.sleep(0.1)
+'''.replace('{mark}', 'MARK'), os.path.abspath('../../..'), os.path.dirname(_targets[0])],
+    env={}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+""".replace("MARK", MARK)
 
 RESULT_FORGER = FIND + """
 import json
