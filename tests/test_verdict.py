@@ -112,6 +112,9 @@ def test_harness_in_a_real_sandbox(tmp_path):
     try:
         assert h.wait_at(60) == "t1"
         assert np.array_equal(h.call("square", (np.arange(3),), {}, 10), [0, 1, 4])
+        big = np.arange(100_000, dtype=np.float64)  # large: sent once, then named; a fresh copy each call
+        assert np.array_equal(h.call("square", (big,), {}, 10), big ** 2)
+        assert np.array_equal(h.call("square", (big,), {}, 10), big ** 2) and len(h.sent) == 1
         with pytest.raises(ValueError, match="no"):
             h.call("picky", (1,), {}, 10)
         with pytest.raises(NameError):
