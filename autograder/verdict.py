@@ -330,7 +330,9 @@ def _serve_call(req: dict, ns: dict, resolve) -> dict:
             value = fn(*args, **kwargs)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        return {"id": req["id"], "value": encode(value), "rngs": _rng_states(args)}
+        names = sorted(kwargs)
+        return {"id": req["id"], "value": encode(value), "rngs": _rng_states(args),
+                "krngs": dict(zip(names, _rng_states([kwargs[k] for k in names])))}
     except _CellTimeout:
         return {"id": req.get("id"), "error": ["TimeoutError", "no result within the time limit"]}
     except BaseException as err:  # noqa: BLE001 - the student's exception is the result
@@ -423,9 +425,12 @@ class Harness:
             raise cls(str(text)[:2000])
         try:
             value = decode(msg["value"])
-            for a, st in zip(args, msg.get("rngs") or []):
+            for a, st in zip(args, msg.get("rngs") or []):  # the grader's generators advance as the student's did
                 if st is not None:
                     _set_rng(a, st)
+            for k, st in dict(msg.get("krngs") or {}).items():
+                if st is not None and k in kwargs:
+                    _set_rng(kwargs[k], st)
         except (Unportable, KeyError, TypeError, ValueError) as err:
             raise AssertionError(f"{name} returned something that is not a plain value ({err})") from None
         return value

@@ -81,7 +81,8 @@ NOTEBOOK_CELLS = [
     ("code", {}, "import numpy as np\n"),
     ("code", {}, "def square(x):\n    return np.asarray(x) ** 2\n\n\ndef picky(x):\n    raise ValueError('no')\n\n\n"
                  "def slow(x):\n    import time\n    time.sleep(100)\n\n\ndef draw(rng):\n    return rng.integers(10, size=3)\n\n\n"
-                 "def leave():\n    import os\n    os._exit(0)\n"),
+                 "def leave():\n    import os\n    os._exit(0)\n\n\n"
+                 "def draw_torch(generator=None):\n    import torch\n    return torch.rand(5, generator=generator)\n"),
     ("code", {"nbgrader": {"grade": True, "grade_id": "t1", "solution": False}}, "pass"),
     ("code", {}, "while True:\n    pass\n"),  # interrupted at the cell limit; the notebook goes on
     ("code", {"nbgrader": {"grade": True, "grade_id": "t2", "solution": False}}, "pass"),
@@ -124,6 +125,10 @@ def test_harness_in_a_real_sandbox(tmp_path):
         rng, twin = np.random.default_rng(7), np.random.default_rng(7)
         assert np.array_equal(h.call("draw", (rng,), {}, 10), twin.integers(10, size=3))
         assert rng.bit_generator.state == twin.bit_generator.state  # the grader's generator advanced too
+        gen, gen_twin = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+        h.call("draw_torch", (), {"generator": gen}, 10)
+        torch.rand(5, generator=gen_twin)
+        assert torch.equal(gen.get_state(), gen_twin.get_state())  # keyword generators too
         h.next()
         assert h.wait_at(60) == "t2"  # the infinite loop between was interrupted
         with pytest.raises(verdict.HarnessGone):
