@@ -18,12 +18,38 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import sandbox
+from . import sandbox, verdict
 from .collect import check_notebooks, submission_hash
 from .course import lab_timeout
 from .nbgrader_cmd import nbgrader_command
 from .normalise import normalise
-from .settings import REPO_ROOT, UID_BASE, Config, course_config, nbgrader_env
+from .settings import BIN, REPO_ROOT, Config, course_config, nbgrader_env
+
+
+def _code_root(cfg: Config) -> Path:
+    """Where the `speclab` package and `autograder.checks` come from for this course."""
+    return cfg.course_root if (cfg.course_root / "autograder").is_dir() else REPO_ROOT
+
+
+def student_env(cfg: Config, root: Path) -> dict:
+    """A cleared environment for the sandbox: nothing of the grader's own reaches the student."""
+    return sandbox.minimal_env(root / "home", PATH=f"{BIN}:/usr/local/bin:/usr/bin:/bin",
+                               PYTHONPATH=str(_code_root(cfg)), IPYTHONDIR=str(root / "ipython"),
+                               MPLCONFIGDIR=str(root / "home"), JUPYTER_RUNTIME_DIR=str(root / "runtime"),
+                               JUPYTER_DATA_DIR=str(root / "home" / "jupyter"))
+
+
+def course_mounts(cfg: Config) -> list[Path]:
+    """What of the course a student's sandbox sees, read-only: the nbgrader configuration, the
+    `speclab` package and the checks (plus the re-check runner). Not solutions/, not the
+    rest of autograder/ (the reference loader, the mutants), not the grading output."""
+    code = _code_root(cfg)
+    here = Path(__file__).resolve().parent
+    paths = [cfg.course_root / "nbgrader_config.py", cfg.course_root / "autograder" / "nbgrader_config.py",
+             code / "speclab", code / "autograder" / "__init__.py", code / "autograder" / "course.py",
+             code / "autograder" / "checks",
+             here / "replay.py", here / "verdict.py"]
+    return [p for p in paths if p.exists()]
 
 # `nbgrader ...` without its slowest import (autograder/nbgrader_cmd.py says which and why)
 NBGRADER = nbgrader_command()
@@ -181,15 +207,16 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
         problems += [f"{name}.ipynb {line}" for line in lines]
         pristine[name] = json.dumps(fixed, indent=1)
         (dest / f"{name}.ipynb").write_text(pristine[name])
-    uid = UID_BASE + slot
-    sandbox.give_to(root, uid)
+    uid = sandbox.student_uid(slot)
+    sandbox.give_to(root, uid, _caps(cfg))
     scores = {nb: {g: 0.0 for g in cells} for nb, cells in layout.items()}
-    env = nbgrader_env(root)
+    env = student_env(cfg, root)
     if usable:
-        res = sandbox.run([*NBGRADER, "autograde", cfg.lab, f"--student={student}", "--force"],
-                          root, env, lim.notebook_timeout_s * len(usable) + 60, lim, uid,
-                          log_path=root / "autograde.log")
-        try:
+        res = _sandboxed(cfg, [*NBGRADER, "autograde", cfg.lab, f"--student={student}", "--force"],
+                         root, root, env, lim.notebook_timeout_s * len(usable) + 60, uid, "autograde.log")
+        try:  # nbgrader's verdict, read once its sandbox is gone; the student may have altered it (see below)
+            if not (root / "gradebook.db").is_file() or not _no_links(root, root / "gradebook.db"):
+                raise OSError("the scratch gradebook was replaced")
             scores = _nbgrader_scores(root / "gradebook.db", cfg.lab, student, layout)
             db_ok = True
         except Exception:  # noqa: BLE001 - the notebook may have overwritten its scratch gradebook
@@ -198,55 +225,180 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
             graded = root / "autograded" / student / cfg.lab / f"{name}.ipynb"
             if res.timed_out:
                 problems.append(f"{name}.ipynb: grading stopped at the {lim.notebook_timeout_s} s notebook limit")
-            if not graded.exists() or not db_ok:  # nbgrader gave up (the kernel died): score what ran, in a clean re-run
-                shutil.rmtree(graded.parent, ignore_errors=True)
-                graded.parent.mkdir(parents=True, exist_ok=True)
-                graded.write_text(pristine[name])
-                (root / "tmp").mkdir(exist_ok=True)
-                passed = _recheck(cfg, root, graded, env, uid, name)
+            nb_ok = graded.is_file() and _no_links(root, graded) and db_ok
+            if nb_ok:
+                problems += [f"{name}.ipynb {line}" for line in _cell_problems(graded)]
+            # the grader's own verdict: checks run here, the student's functions in a fresh sandbox
+            judged, unjudged = _judge(cfg, root, name, pristine[name], env, uid) if cfg.recheck or not nb_ok \
+                else ({}, set(layout[name]))
+            if not nb_ok:  # nbgrader gave up (the kernel died): what passed before that counts
+                scratch_path(root, "autograded", student, cfg.lab).mkdir(parents=True, exist_ok=True)
+                scratch_path(root, "autograded", student, cfg.lab, f"{name}.ipynb").write_text(pristine[name])
+                passed = _recheck(cfg, root, name, pristine[name], env, uid) if unjudged else {}
+                passed.update(judged)
                 scores[name] = {g: (pts if passed.get(g, (False, ""))[0] else 0.0) for g, pts in layout[name].items()}
                 problems.append(f"{name}.ipynb: {_why_failed(res.log)}; only the test cells that passed before "
                                 f"that count ({sum(scores[name].values()):g} points)")
                 continue
-            problems += [f"{name}.ipynb {line}" for line in _cell_problems(graded)]
-            if cfg.recheck and any(scores[name].values()):
-                passed = _recheck(cfg, root, graded, env, uid, name)
-                for gid, score in scores[name].items():
-                    ok, err = passed.get(gid, (False, "not reached in the clean re-run"))
-                    if score > 0 and not ok:
-                        scores[name][gid] = 0.0
-                        problems.append(f"{name}.ipynb {gid}: passed inside the notebook but fails in a clean "
-                                        f"re-run ({err[:160]}); 0 points (did the notebook tamper with grading?)")
+            passed = dict(judged)
+            if cfg.recheck and any(scores[name][g] for g in unjudged):
+                passed.update({g: v for g, v in _recheck(cfg, root, name, pristine[name], env, uid).items()
+                               if g in unjudged})
+            for gid, score in scores[name].items():  # the lower of nbgrader's score and the grader's verdict
+                if gid not in passed and (gid in unjudged or not cfg.recheck):
+                    continue
+                ok, err = passed.get(gid, (False, "not reached"))
+                if score > 0 and not ok:
+                    scores[name][gid] = 0.0
+                    where = "the grader's own check" if gid in judged else "a clean re-run"
+                    problems.append(f"{name}.ipynb {gid}: passed inside the notebook but fails {where} "
+                                    f"({err[:160]}); 0 points")
     result = {
         "student": student, "lab": cfg.lab, "submission_sha256": submission_hash(folder),
         "scores": scores, "score": round(sum(sum(c.values()) for c in scores.values()), 6),
         "max_score": sum(sum(c.values()) for c in layout.values()), "problems": problems,
-        "seconds": round(time.perf_counter() - t0, 1),
+        "seconds": round(time.perf_counter() - t0, 1), "grader_version": grader_version(cfg),
+        "sandbox": not cfg.unsafe,
     }
-    publish(cfg, root, student, result)
+    publish(cfg, root, student, result)  # the sandbox is gone: nothing of the student runs any more
     return result
 
 
-def _recheck(cfg: Config, root: Path, graded: Path, env: dict, uid: int, name: str) -> dict[str, tuple[bool, str]]:
-    """Clean re-run of a notebook (autograder/replay.py): grade id -> (passed, error)."""
-    out = root / "tmp" / f"recheck-{name}.jsonl"
-    copy = root / "tmp" / f"recheck-{name}.ipynb"
-    shutil.copyfile(graded, copy)
-    sandbox.give_to(root / "tmp", uid)
+def _recheck(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: int) -> dict[str, tuple[bool, str]]:
+    """Clean re-run of a notebook (autograder/replay.py) for the cells the grader cannot judge
+    itself: grade id -> (passed, error). It runs in the student's sandbox, so its answer is
+    only ever used to LOWER nbgrader's score."""
+    scratch_path(root, "tmp").mkdir(exist_ok=True)
+    out = scratch_path(root, "tmp", f"recheck-{name}.jsonl")
+    copy = scratch_path(root, "tmp", f"recheck-{name}.ipynb")
+    copy.unlink(missing_ok=True)
+    out.unlink(missing_ok=True)
+    copy.write_text(notebook)
+    sandbox.give_to(root / "tmp", uid, _caps(cfg))
     lim = cfg.limits
-    sandbox.run([sys.executable, "-I", str(Path(__file__).with_name("replay.py")), str(copy), str(out),
-                 "--root", str(cfg.course_root if (cfg.course_root / "autograder").is_dir() else REPO_ROOT),
-                 "--cell-timeout", str(lim.cell_timeout_s or lab_timeout(cfg.lab))],
-                graded.parent, env, lim.notebook_timeout_s, lim, uid, log_path=root / "recheck.log")
+    _sandboxed(cfg, [sys.executable, "-I", str(Path(__file__).with_name("replay.py")), str(copy), str(out),
+                     "--root", str(_code_root(cfg)),
+                     "--cell-timeout", str(lim.cell_timeout_s or lab_timeout(cfg.lab))],
+               copy.parent, root, env, lim.notebook_timeout_s, uid, "recheck.log")
     passed: dict[str, tuple[bool, str]] = {}
-    if out.exists():
-        for line in out.read_text(errors="replace").splitlines():
+    if out.is_file() and _no_links(root, out):
+        for line in out.read_text(errors="replace").splitlines()[:1000]:
             try:
                 rec = json.loads(line)
-                passed.setdefault(rec["grade_id"], (bool(rec["passed"]), str(rec.get("error") or "")))
+                passed.setdefault(str(rec["grade_id"]), (bool(rec["passed"]), str(rec.get("error") or "")))
             except (ValueError, KeyError, TypeError):
                 continue
     return passed
+
+
+_SPECS: dict[str, dict] = {}
+
+
+def _cell_specs(cfg: Config) -> dict:
+    """grade id -> verdict.CellCheck for this lab's graded cells (from the template gradebook)."""
+    db = cfg.out / "template" / "gradebook.db"
+    key = f"{db}:{db.stat().st_mtime_ns}"
+    if key not in _SPECS:
+        _SPECS[key] = verdict.cell_checks(verdict.graded_sources(db, cfg.lab))
+    return _SPECS[key]
+
+
+def _judge(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: int):
+    """The grader's own verdict on one notebook (autograder/verdict.py): (grade id -> (passed,
+    error) for the cells judged here, set of the notebook's graded cells it could not judge)."""
+    lim = cfg.limits
+    specs = _cell_specs(cfg)
+    cells = set(_layout_cells(cfg, name))
+    judged: dict[str, tuple[bool, str]] = {}
+    unportable: set[str] = set()
+    if not cells & set(specs):
+        return judged, cells
+    work = scratch_path(root, "verdict")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    copy = work / f"{name}.ipynb"
+    copy.write_text(notebook)
+    sandbox.give_to(work, uid, _caps(cfg))
+    timeout = lim.cell_timeout_s or lab_timeout(cfg.lab)
+    logs = cfg.out / "work" / ".logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    session = sandbox.Session([sys.executable, "-I", str(Path(__file__).with_name("verdict.py")), "serve", str(copy),
+                               "--cell-timeout", str(timeout)], work, root,
+                              {**env, "SPECLAB_CODE_ROOT": str(_code_root(cfg))}, lim, uid,
+                              logs / f"{root.name}.verdict.log", course_mounts(cfg), unsafe=cfg.unsafe)
+    harness = verdict.Harness(session, {}, deadline=time.monotonic() + lim.notebook_timeout_s)
+    gone = "the notebook ended before it"
+    try:
+        while (gid := harness.wait_at(lim.notebook_timeout_s)) is not None:
+            if gid in specs and gid in cells and gid not in judged:
+                try:
+                    judged[gid] = verdict.run_check(harness, specs[gid], timeout)
+                except verdict.Unportable:
+                    unportable.add(gid)
+            harness.next()
+    except verdict.HarnessGone as err:
+        gone = f"the notebook's process stopped answering: {err}"
+    finally:
+        session.close()
+    for gid in (cells & set(specs)) - set(judged) - unportable:
+        judged[gid] = (False, f"not reached ({gone})")
+    return judged, (cells - set(specs)) | unportable
+
+
+def _layout_cells(cfg: Config, name: str) -> list[str]:
+    return list(gradebook_layout(cfg.out / "template" / "gradebook.db", cfg.lab).get(name, {}))
+
+
+def scratch_path(root: Path, *parts: str) -> Path:
+    """root/parts, safe for the grader to create or write once the student's sandbox is gone:
+    any component the student turned into a symbolic link (to the course, another student's
+    results, a system file) is removed, so the grader never writes or reads through it."""
+    p = root
+    for part in parts:
+        p = p / part
+        if p.is_symlink():
+            p.unlink()
+    return p
+
+
+def _no_links(root: Path, path: Path) -> bool:
+    """path lies under root with no symbolic link on the way (what the grader may read from scratch)."""
+    p = path
+    while p != root:
+        if p.is_symlink() or p == p.parent:
+            return False
+        p = p.parent
+    return True
+
+
+def _caps(cfg: Config) -> sandbox.Capabilities:
+    return sandbox.Capabilities(None, os.geteuid() == 0) if cfg.unsafe else sandbox.capabilities()
+
+
+def _sandboxed(cfg: Config, cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, uid: int,
+               log_name: str) -> sandbox.Result:
+    """One command of a student's grading in its sandbox (scratch = the student's course folder).
+    The log is written outside the scratch folder, where the student cannot rewrite it."""
+    logs = cfg.out / "work" / ".logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{scratch.name}.{log_name}"
+    res = sandbox.run(cmd, cwd, scratch, env, timeout_s, cfg.limits, uid=uid, log_path=log,
+                      ro=course_mounts(cfg), unsafe=cfg.unsafe)
+    return res
+
+
+def grader_version(cfg: Config) -> str:
+    """A digest of everything that decides a grade: the grading code, the checks, the course
+    package and the released lab. A result is reused only under the same version."""
+    code = _code_root(cfg)
+    h = hashlib.sha256()
+    files = [*sorted(Path(__file__).parent.glob("*.py")), *sorted((code / "autograder" / "checks").glob("*.py")),
+             *sorted((code / "speclab").glob("*.py"))]
+    for p in files:
+        h.update(str(p.name).encode() + b"\0" + p.read_bytes())
+    stamp = cfg.out / "template" / "source.sha256"
+    h.update(stamp.read_bytes() if stamp.exists() else b"")
+    return h.hexdigest()[:16]
 
 
 def publish(cfg: Config, root: Path, student: str, result: dict) -> None:
@@ -255,7 +407,7 @@ def publish(cfg: Config, root: Path, student: str, result: dict) -> None:
         src = root / kind / student / cfg.lab
         dest = cfg.out / kind / student / cfg.lab
         shutil.rmtree(dest, ignore_errors=True)
-        if src.is_dir():
+        if src.is_dir() and _no_links(root, src):
             dest.mkdir(parents=True)
             for f in src.iterdir():
                 if f.is_file() and not f.is_symlink() and f.suffix in (".html", ".ipynb"):
@@ -263,9 +415,10 @@ def publish(cfg: Config, root: Path, student: str, result: dict) -> None:
     logs = cfg.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with open(logs / f"{student}.log", "w") as f:
-        for log in ("autograde.log", "recheck.log"):
-            if (root / log).exists():
-                f.write(f"===== {log}\n" + (root / log).read_text(errors="replace")[-20000:] + "\n")
+        for log in ("autograde.log", "verdict.log", "recheck.log"):  # written outside the student's reach
+            path = cfg.out / "work" / ".logs" / f"{student}.{log}"
+            if path.is_file():
+                f.write(f"===== {log}\n" + path.read_text(errors="replace")[-20000:] + "\n")
     results = cfg.out / "results"
     results.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=results, suffix=".tmp")

@@ -12,12 +12,14 @@ Design (see autograder/README.md for the instructor's view):
   (autograder.sandbox); feedback HTML is generated once from the merged gradebook. No two
   students share a process, a directory or a gradebook, so workers never write the same
   sqlite file; the lab's own cells are first put back as released (`normalise`);
-- a clean re-check (autograder.replay) re-runs each notebook whose cells scored in a fresh
-  interpreter with the course modules restored before every test cell; a graded cell keeps
-  the lower of the two scores;
-- the outcome of each student is written atomically to OUT/results/<student>.json; that
-  file is the resume point (a student with a result for the same submission files is
-  skipped unless force) and the only input of the merge;
+- the grader's own verdict (autograder.verdict): the hidden checks run in the grader's
+  process against the student's functions served from a fresh sandbox; a graded cell keeps
+  the lower of nbgrader's score and this verdict (autograder.replay re-checks, in the
+  sandbox, only cells the grader cannot judge itself);
+- the outcome of each student is written atomically to OUT/results/<student>.json by the
+  grader once the student's sandbox is gone; that file is the resume point (a student with
+  a result for the same submission files AND the same grading code version is skipped
+  unless force) and the only input of the merge;
 - the merge (grades.csv, gradebook.db, summary) reads the result files in sorted order,
   so it is the same whatever the number of workers or the order they finished in.
 """
@@ -29,7 +31,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .collect import collect, submission_hash
-from .grade import build_template, grade_student, load_result, publish
+from . import sandbox
+from .grade import build_template, grade_student, grader_version, load_result, publish
 from .normalise import normalise
 from .report import feedback, merge, summary
 from .settings import REPO_ROOT, Config, as_dict
@@ -46,14 +49,21 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
         unknown = set(cfg.only) - set(students)
         if unknown:
             raise SystemExit(f"no submission for {sorted(unknown)}")
+    if not cfg.unsafe:
+        try:
+            sandbox.require()
+        except sandbox.SandboxUnavailable as err:
+            raise SystemExit(str(err)) from None
     layout = build_template(cfg, progress)
+    version = grader_version(cfg)
     todo = []
     for s, folder in students.items():
         old = load_result(cfg, s)
         if cfg.only and s not in cfg.only:
             continue
-        if old and not cfg.force and old.get("submission_sha256") == submission_hash(folder):
-            continue
+        if old and not cfg.force and old.get("submission_sha256") == submission_hash(folder) \
+                and old.get("grader_version") == version and old.get("sandbox", False) >= (not cfg.unsafe):
+            continue  # same submission, same grading code (and graded at least as safely): keep
         todo.append(s)
     slots = list(range(max(1, cfg.workers)))
     import threading

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import sandbox
 from .sandbox import Limits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-UID_BASE = 61000  # children of the grader run as UID_BASE + worker slot when it is root
 
 
 @dataclass
@@ -31,6 +28,7 @@ class Config:
     only: tuple[str, ...] = ()  # grade just these students (others keep their results)
     limits: Limits = field(default_factory=Limits)
     recheck: bool = True
+    unsafe: bool = False  # grade without the sandbox (trusted submissions only; see autograder/README.md)
 
 
 def as_dict(cfg: Config) -> dict:
@@ -55,13 +53,13 @@ def course_config(root: Path, course_root: Path, limits: Limits | None) -> None:
     (root / "nbgrader_config.py").write_text("\n".join(lines) + "\n")
 
 
-def nbgrader_env(root: Path, token: str = "") -> dict:
-    """The environment of an nbgrader process in the course at root: private home, tmp and IPython dirs."""
+def nbgrader_env(root: Path) -> dict:
+    """The environment of the grader's own nbgrader processes (release, feedback) in the course at
+    root: private home, tmp and IPython dirs. Students' code gets `sandbox.minimal_env` instead."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "SPECLAB"))}
     env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}", HOME=str(root / "home"),
                TMPDIR=str(root / "tmp"), IPYTHONDIR=str(root / "ipython"), MPLBACKEND="Agg",
                MPLCONFIGDIR=str(root / "home"), JUPYTER_RUNTIME_DIR=str(root / "runtime"),
                JUPYTER_DATA_DIR=str(root / "home" / "jupyter"), OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
-    env[sandbox.MARKER] = token or uuid.uuid4().hex
     return env

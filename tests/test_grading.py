@@ -59,7 +59,7 @@ def _variants(rel):
             "ip = get_ipython()\nip.showtraceback = lambda *a, **k: None\n"
             "ip._showtraceback = lambda *a, **k: None\nimport sys\nsys.excepthook = lambda *a: None"]),
             HALF_PTS, "test_scale"),
-        "patches_numpy_scipy": (F.student(rel, F.HALF, after=[PATCH_ALL]), HALF_PTS, "fails in a clean re-run"),
+        "patches_numpy_scipy": (F.student(rel, F.HALF, after=[PATCH_ALL]), HALF_PTS, "fails the grader's own check"),
         "vandal": (F.student(rel, after=["import os, shutil\nshutil.rmtree('../../../submitted', ignore_errors=True)\n"
                                          "open('../../../gradebook.db', 'w').write('junk')"]), FULL, "gradebook"),
         "invalid_json": (b'{"cells": [', 0.0, "not a valid notebook"),
@@ -174,8 +174,8 @@ def test_gigabytes_of_output_are_capped(graded):
     assert "output beyond 64 kB dropped" in nb.read_text()
 
 
-def test_network_namespace_when_available(graded):
-    assert capabilities().netns or capabilities().missing
+def test_graded_in_the_sandbox(graded):
+    assert capabilities().ok, capabilities().missing
 
 
 def test_rerun_is_idempotent_and_serial_equals_parallel(graded):

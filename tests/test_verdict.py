@@ -1,0 +1,139 @@
+"""The grader's own verdict (autograder/verdict.py): what crosses the sandbox, and the harness.
+
+Plain values round-trip exactly; objects (a student's class, a function, an object array)
+are refused on both sides; random generators advance in the grader as they did in the
+sandbox; the harness, run in a real sandbox, answers calls, reports exceptions by their
+builtin type and survives nothing it should not.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from autograder import sandbox, verdict
+
+
+@pytest.mark.parametrize("value", [
+    None, True, 3, -2.5, "text", [1, [2, 3]], (1, (2.0, "x")), {"a": (1, 2)},
+    np.arange(6, dtype=np.int32).reshape(2, 3), np.array([0.1, np.nan, np.inf]), np.float32(1.5), np.bool_(True),
+    torch.arange(4, dtype=torch.int64), torch.tensor([[0.5, 1.5]]),
+])
+def test_plain_values_round_trip(value):
+    back = verdict.decode(json.loads(json.dumps(verdict.encode(value))))
+    if isinstance(value, np.ndarray):
+        assert back.dtype == value.dtype and np.array_equal(back, value, equal_nan=True)
+    elif isinstance(value, torch.Tensor):
+        assert back.dtype == value.dtype and torch.equal(back, value)
+    elif isinstance(value, np.generic):
+        assert type(back) is type(value) and back == value
+    else:
+        assert back == value and type(back) is type(value)
+
+
+class Sneaky:
+    def __eq__(self, other):
+        return True
+
+
+@pytest.mark.parametrize("value", [Sneaky(), lambda: 1, np.array([Sneaky()], dtype=object), {1: 2}, "deep"])
+def test_objects_are_refused(value):
+    if isinstance(value, str):
+        deep: list = []
+        for _ in range(verdict.MAX_DEPTH + 2):
+            deep = [deep]
+        value = deep
+    with pytest.raises(verdict.Unportable):
+        verdict.encode(value)
+
+
+@pytest.mark.parametrize("forged", [
+    {"__nd__": "|O", "shape": [1], "b64": ""},  # object dtype: would unpickle
+    {"__nd__": "<f8", "shape": [3], "b64": "AAAA"},  # wrong size
+    {"__dc__": "os:system", "fields": {}},  # not a course dataclass
+    {"__ref__": ["os", "system", ["true"], 0]},  # references are refused in answers
+    {"whatever": 1},
+])
+def test_forged_answers_are_refused(forged):
+    with pytest.raises((verdict.Unportable, ValueError, TypeError)):
+        verdict.decode(forged)
+
+
+def test_cell_checks_parse_only_pure_check_calls():
+    src = {
+        "a": "x = 1\n### BEGIN HIDDEN TESTS\nfrom autograder.checks import lab1 as _checks\n_checks.check_a(f, g)\n"
+             "### END HIDDEN TESTS",
+        "b": "### BEGIN HIDDEN TESTS\nfrom autograder.checks import lab1 as _checks\n_checks.check_b(f)\n"
+             "assert True\n### END HIDDEN TESTS",  # anything else in the hidden part: not judged here
+        "c": "assert f(1) == 2",
+    }
+    specs = verdict.cell_checks(src)
+    assert set(specs) == {"a"}
+    assert specs["a"].module == "autograder.checks.lab1" and specs["a"].calls == (("check_a", ("f", "g")),)
+
+
+NOTEBOOK_CELLS = [
+    ("code", {}, "import numpy as np\n"),
+    ("code", {}, "def square(x):\n    return np.asarray(x) ** 2\n\n\ndef picky(x):\n    raise ValueError('no')\n\n\n"
+                 "def slow(x):\n    import time\n    time.sleep(100)\n\n\ndef draw(rng):\n    return rng.integers(10, size=3)\n\n\n"
+                 "def leave():\n    import os\n    os._exit(0)\n\n\n"
+                 "def draw_torch(generator=None):\n    import torch\n    return torch.rand(5, generator=generator)\n"),
+    ("code", {"nbgrader": {"grade": True, "grade_id": "t1", "solution": False}}, "pass"),
+    ("code", {}, "while True:\n    pass\n"),  # interrupted at the cell limit; the notebook goes on
+    ("code", {"nbgrader": {"grade": True, "grade_id": "t2", "solution": False}}, "pass"),
+]
+
+
+def _notebook(path: Path) -> None:
+    cells = [{"cell_type": t, "metadata": m, "source": s, "outputs": [], "execution_count": None}
+             for t, m, s in NOTEBOOK_CELLS]
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+
+
+def test_harness_in_a_real_sandbox(tmp_path):
+    assert sandbox.capabilities().ok, sandbox.capabilities().missing
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    _notebook(scratch / "nb.ipynb")
+    uid = sandbox.student_uid(5)
+    sandbox.give_to(scratch, uid)
+    repo = Path(__file__).resolve().parents[1]
+    env = sandbox.minimal_env(scratch, SPECLAB_CODE_ROOT=str(repo))
+    s = sandbox.Session([sys.executable, "-I", str(repo / "autograder" / "verdict.py"), "serve",
+                         str(scratch / "nb.ipynb"), "--cell-timeout", "2"], scratch, scratch, env,
+                        sandbox.Limits(memory_mb=2048), uid, tmp_path / "log",
+                        [repo / "autograder" / "__init__.py", repo / "autograder" / "replay.py",
+                         repo / "autograder" / "verdict.py"])
+    h = verdict.Harness(s, {}, deadline=time.monotonic() + 120)
+    try:
+        assert h.wait_at(60) == "t1"
+        assert np.array_equal(h.call("square", (np.arange(3),), {}, 10), [0, 1, 4])
+        big = np.arange(100_000, dtype=np.float64)  # large: sent once, then named; a fresh copy each call
+        assert np.array_equal(h.call("square", (big,), {}, 10), big ** 2)
+        assert np.array_equal(h.call("square", (big,), {}, 10), big ** 2) and len(h.sent) == 1
+        with pytest.raises(ValueError, match="no"):
+            h.call("picky", (1,), {}, 10)
+        with pytest.raises(NameError):
+            h.call("missing", (), {}, 10)
+        with pytest.raises(TimeoutError):
+            h.call("slow", (1,), {}, 1)
+        rng, twin = np.random.default_rng(7), np.random.default_rng(7)
+        assert np.array_equal(h.call("draw", (rng,), {}, 10), twin.integers(10, size=3))
+        assert rng.bit_generator.state == twin.bit_generator.state  # the grader's generator advanced too
+        gen, gen_twin = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+        h.call("draw_torch", (), {"generator": gen}, 10)
+        torch.rand(5, generator=gen_twin)
+        assert torch.equal(gen.get_state(), gen_twin.get_state())  # keyword generators too
+        h.next()
+        assert h.wait_at(60) == "t2"  # the infinite loop between was interrupted
+        with pytest.raises(verdict.HarnessGone):
+            h.call("leave", (), {}, 10)
+    finally:
+        s.close()
+    if sandbox.capabilities().root:
+        assert sandbox.processes_of(uid) == []
