@@ -34,11 +34,22 @@ SWITCH = """import os as _os
 from speclab import measure as _m
 _os.environ["SPECLAB_FAKE_TIMER"] = {kind!r}
 _m.set_stopwatch()"""
+# Registered before the chapter: records every cell that raised, by its position in the run,
+# to a file, so that a failure is seen even if its error output never reached the client.
+WATCH = r"""import traceback as _tb
+_cells_run = [0]
+def _record_errors(result, _path={errors!r}):
+    _cells_run[0] += 1
+    err = result.error_in_exec or result.error_before_exec
+    if err is not None:
+        with open(_path, "a") as f:
+            f.write(f"{{_cells_run[0]}}\t{{type(err).__name__}}: {{str(err)[:300]!r}}\n")
+get_ipython().events.register("post_run_cell", _record_errors)"""
 CHECK = """from speclab import measure as _m
 _sw = _m.stopwatch()
 assert isinstance(_sw, _m.FakeStopwatch) and _sw.kind == {kind!r}, f"the fake stopwatch is not in use: {{_sw!r}}"
 assert _sw.calls > 0, "no timing went through the stopwatch"
-print("FAKE_CALLS", _sw.calls)"""
+open({record!r}, "w").write(str(_sw.calls))  # a file, not stdout: an output message can be lost"""
 
 
 def progress_outputs(nb: nbformat.NotebookNode) -> list[str]:
@@ -79,15 +90,20 @@ def main() -> None:
     chapter = jupytext.read(path)
     body = [c for c in chapter.cells if c.cell_type == "code"]
     nb = nbformat.v4.new_notebook(metadata=chapter.metadata)
+    errors_file = Path(f"{args.report}.errors")
+    errors_file.unlink(missing_ok=True)
+    nb.cells.append(nbformat.v4.new_code_cell(WATCH.format(errors=str(errors_file))))
     passes = []  # (fake, first cell index, end index)
     for i, kind in enumerate(fakes or [""]):
         start = len(nb.cells)
         if kind and i > 0:
             nb.cells.append(nbformat.v4.new_code_cell(SWITCH.format(kind=kind)))
         nb.cells += [nbformat.v4.new_code_cell(c.source) for c in body]
+        record = f"{args.report}.calls-{i}"
+        Path(record).unlink(missing_ok=True)
         if kind:
-            nb.cells.append(nbformat.v4.new_code_cell(CHECK.format(kind=kind)))
-        passes.append((kind, start, len(nb.cells)))
+            nb.cells.append(nbformat.v4.new_code_cell(CHECK.format(kind=kind, record=record)))
+        passes.append((kind, start, len(nb.cells), record))
     t0 = time.perf_counter()
     client = nbclient.NotebookClient(nb, timeout=args.timeout, kernel_name="python3", allow_errors=True,
                                      resources={"metadata": {"path": str(path.parent)}})
@@ -96,14 +112,24 @@ def main() -> None:
         client.execute()
     except Exception as err:  # a timeout or a dead kernel
         fatal = f"{type(err).__name__}: {err}"[-3000:]
+    recorded: dict[int, str] = {}  # cell index in nb -> error, from the kernel's own record
+    if errors_file.exists():
+        for line in errors_file.read_text().splitlines():
+            n, _, what = line.partition("\t")
+            recorded[int(n) - 1] = what  # WATCH itself is the first cell run: the n-th is nb.cells[n - 1]
+    if first_error(nb.cells[:1]):
+        fatal += "the error-recording cell failed: " + first_error(nb.cells[:1])
     results = []
-    for kind, start, end in passes:
+    for kind, start, end, record in passes:
         cells = nb.cells[start:end]
-        error = first_error(cells) or (fatal if not any(c.get("outputs") for c in cells[-1:]) else "")
-        calls = 0
-        for out in cells[-1].get("outputs", []):
-            m = re.search(r"FAKE_CALLS (\d+)", out.get("text", ""))
-            calls = int(m.group(1)) if m else calls
+        error = first_error(cells) or "".join(
+            f"cell {i} raised {recorded[i]} (no error output was received)\n{nb.cells[i].source[:1500]}"
+            for i in range(start, end) if i in recorded)
+        if not error and fatal and not Path(record).exists():
+            error = fatal
+        calls = int(Path(record).read_text()) if Path(record).exists() else 0
+        if kind and not calls and not error:
+            error = f"the check cell of this pass recorded no fake timings: {cells[-1].get('outputs')!r}"[:2000]
         results.append({"fake": kind or "real clock", "ok": not error, "error": error, "fake_calls": calls})
     report = {"chapter": path.name, "passes": results, "seconds": round(time.perf_counter() - t0, 1),
               "widgets": progress_outputs(nb), "fatal": fatal}
