@@ -1,6 +1,6 @@
 """Exactness tests for samplers: exact binomial tails, union bound, computed power.
 
-Notation: p = target distribution, q = draft distribution. The "law" of a case is
+Notation: see the `speclab` package docstring. The "law" of a case is
 the exact distribution a correct implementation's outcome follows.
 
 How a sampler is tested. A case draws n i.i.d. outcomes from the student's code
