@@ -57,9 +57,12 @@ def test_sequential_rounds_stop_at_a_clear_verdict_and_keep_pairs():
     assert len(rounds.ratios("base", "cand")) == 13
 
 
-def test_sequential_rounds_respect_the_budget():
-    rounds = timing.sequential_rounds([lambda: time.sleep(0.05)], ["x"], lambda r: False, budget_s=0.2)
-    assert 1 <= len(rounds.times) <= 6
+def test_sequential_rounds_complete_the_first_look_then_respect_the_budget():
+    rounds = timing.sequential_rounds([lambda: time.sleep(0.01)], ["x"], lambda r: False, budget_s=0.05)
+    assert len(rounds.times) == timing.LOOKS[0]  # a look with fewer rounds could never be clear
+    rounds = timing.sequential_rounds([lambda: time.sleep(0.05)], ["x"], lambda r: False, budget_s=0.05,
+                                      hard_limit_s=0.2)
+    assert 1 <= len(rounds.times) <= 6  # the hard limit cuts even the first look short
 
 
 HOLD = """
