@@ -92,6 +92,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--busy", type=int, default=2)
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the busy loops are killed on a kill too
     t0 = time.monotonic()
     results = run(args.runs, args.workers, args.busy)
     failed = sum(r["failed"] for r in results)

@@ -4,7 +4,7 @@ False failures: for code whose per-round ratio has a median at or above the bar,
 fails with probability <= ALPHA_CLAUSE (Bonferroni over the looks); the exact figure,
 power(1/2), is computed below with scipy.stats.binom and must not exceed it. Power: a
 decoder whose every round falls below the bar fails for sure; one whose rounds fall below
-with probability 0.9 fails with probability >= 0.95 (computed exactly, not sampled).
+with probability 0.95 fails with probability >= 0.98 (computed exactly, not sampled; 0.87 at 0.9).
 """
 from __future__ import annotations
 
@@ -20,21 +20,25 @@ from autograder.grade import recheck_problem
 
 
 def test_thresholds_by_hand():
-    # 9 rounds: P(Binom(9, 1/2) = 0) = 1/512 = 0.00195 <= 0.0025 < P(<= 1) = 10/512: fail iff no round is above
-    assert timing.thresholds(9, 0.0025) == (0, 9)
-    for n in timing.LOOKS:
-        fail_at_most, pass_at_least = timing.thresholds(n)
-        assert stats.binom.cdf(fail_at_most, n, 0.5) <= timing.ALPHA_LOOK < stats.binom.cdf(fail_at_most + 1, n, 0.5)
+    # 7 rounds: P(Binom(7, 1/2) = 0) = 1/128 = 0.0078 <= 0.0079 < P(<= 1) = 8/128: fail iff no round is above
+    assert timing.thresholds(7, 0.0079) == (0, 7)
+    # 10 rounds: 1/1024 = 0.00098 <= 0.0011 < 11/1024
+    assert timing.thresholds(10, 0.0011) == (0, 10)
+    for n, a in zip(timing.LOOKS, timing.LOOK_ALPHAS):
+        fail_at_most, pass_at_least = timing.thresholds(n, a)
+        assert fail_at_most >= 0, "every look must be able to fail"
+        assert stats.binom.cdf(fail_at_most, n, 0.5) <= a < stats.binom.cdf(fail_at_most + 1, n, 0.5)
         assert pass_at_least == n - fail_at_most
-    assert timing.thresholds(5, 0.0025) == (-1, 6)  # too few rounds: no verdict either way
+    assert timing.thresholds(5, 0.0079) == (-1, 6)  # too few rounds: no verdict either way
+    assert timing.alpha_at(7) == timing.LOOK_ALPHAS[0] and timing.alpha_at(8) == timing.LOOK_ALPHAS[1]
 
 
 def test_verdicts():
-    assert timing.verdict([1.5] * 9, 1.3) == "pass"
-    assert timing.verdict([1.1] * 9, 1.3) == "fail"
-    assert timing.verdict([1.5] * 8 + [1.1], 1.3) == "inconclusive"
+    assert timing.verdict([1.5] * 7, 1.3) == "pass"
+    assert timing.verdict([1.1] * 7, 1.3) == "fail"
+    assert timing.verdict([1.5] * 6 + [1.1], 1.3) == "inconclusive"
     assert timing.verdict([1.1] * 4, 1.3) == "inconclusive"  # 4 rounds can never be clear at this level
-    assert timing.verdict([1.3] * 9, 1.3) == "pass"  # at the bar counts as meeting it
+    assert timing.verdict([1.3] * 7, 1.3) == "pass"  # at the bar counts as meeting it
 
 
 def test_false_failure_and_power_computed_exactly():
@@ -42,7 +46,7 @@ def test_false_failure_and_power_computed_exactly():
     assert ff <= timing.ALPHA_CLAUSE
     assert 2 * 2 * timing.ALPHA_CLAUSE <= 1 / 20  # two clauses, and the re-check times the cell again
     assert timing.power(1.0) == pytest.approx(1.0)
-    assert timing.power(0.9) >= 0.95
+    assert timing.power(0.95) >= 0.98
     assert timing.power(0.3) < timing.power(0.5) < timing.power(0.7) < timing.power(0.9)
     print(f"false failure per clause {ff:.4f}; power at theta = 0.8, 0.9, 0.95: "
           f"{timing.power(0.8):.3f}, {timing.power(0.9):.3f}, {timing.power(0.95):.4f}")
@@ -52,9 +56,9 @@ def test_sequential_rounds_stop_at_a_clear_verdict_and_keep_pairs():
     calls = []
     fns = [lambda: calls.append("base"), lambda: calls.append("cand")]
     rounds = timing.sequential_rounds(fns, ["base", "cand"], lambda r: len(r.times) >= 13, budget_s=60)
-    assert len(rounds.times) == 13  # looks at 9 (no), 13 (yes)
-    assert calls == ["base", "cand"] * 14  # one warm-up round, then paired rounds in order
-    assert len(rounds.ratios("base", "cand")) == 13
+    assert len(rounds.times) == 14  # looks at 7 (no), 10 (no), 14 (yes)
+    assert calls == ["base", "cand"] * 15  # one warm-up round, then paired rounds in order
+    assert len(rounds.ratios("base", "cand")) == 14
 
 
 def test_sequential_rounds_complete_the_first_look_then_respect_the_budget():

@@ -235,7 +235,7 @@ def check_speedup(speculative_decode: Callable, autoregressive_decode: Callable)
     over 1 and k + 1 tokens (this round's c_verify(k)). Per round and k: the speedup (baseline time /
     decoder time) and its ratio to the prediction from the run's alpha and that round's costs.
     A clause fails only on a clear verdict of the sequential sign test, for every k: false-failure
-    probability <= timing.ALPHA_CLAUSE (1.25 %) per clause, <= 2.5 % for the cell, for a decoder whose
+    probability <= timing.ALPHA_CLAUSE (1.23 %) per clause, <= 2.5 % for the cell, for a decoder whose
     per-round ratios at some k have a median at or above the bar (5 % with the pipeline's re-check).
     """
     from speclab.measure import forward_step_fns

@@ -19,9 +19,9 @@ A timed check compares a student's code with a baseline timed alongside it. Thre
    ``binom.ppf``-many rounds above it), passes it (clearly above), or, inconclusive, asks for
    more rounds while the time budget lasts. Still inconclusive at the end: the points stay.
 
-False failures: for code whose per-round ratio has median at least the bar, one look fails
-it with probability at most ``ALPHA_LOOK``; over the ``len(LOOKS)`` looks at most
-``ALPHA_CLAUSE = len(LOOKS) * ALPHA_LOOK`` (Bonferroni). ``power(theta)`` is the exact
+False failures: for code whose per-round ratio has median at least the bar, the look after
+``LOOKS[i]`` rounds fails it with probability at most ``LOOK_ALPHAS[i]``; over all looks at
+most ``ALPHA_CLAUSE = sum(LOOK_ALPHAS)`` (Bonferroni). ``power(theta)`` is the exact
 probability of a fail verdict when each round independently falls below the bar with
 probability ``theta`` (computed with scipy.stats.binom, looks included).
 """
@@ -39,10 +39,13 @@ from scipy import stats
 
 LOCK_ENV = "SPECLAB_TIMING_LOCK"
 LOCK_WAIT_S = 150.0  # one other student's timed section (about 60 s on 2 busy cores), with room to spare
-LOOKS = (9, 13, 17, 21, 25)  # rounds after which the verdict is looked at
-ALPHA_LOOK = 0.0025  # false-failure probability of one look (9 rounds all below the bar: 0.5**9 = 0.002)
-ALPHA_CLAUSE = len(LOOKS) * ALPHA_LOOK  # 1.25 % per timed clause; a cell with two clauses 2.5 %, and the
-# pipeline's clean re-check times the cell a second time: 5 % = 1 in 20 at worst for a graded submission
+LOOKS = (7, 10, 14, 18, 22)  # rounds after which the verdict is looked at
+# false-failure budget of each look: the first look can only fail code whose 7 rounds ALL fall below
+# the bar (probability 0.5**7 = 0.0078 at worst); the later looks share the rest
+LOOK_ALPHAS = (0.0079, 0.0011, 0.0011, 0.0011, 0.0011)
+ALPHA_LOOK = LOOK_ALPHAS[0]
+ALPHA_CLAUSE = sum(LOOK_ALPHAS)  # 1.23 % per timed clause; a cell with two clauses 2.5 %, and the
+# pipeline's clean re-check times the cell a second time: <= 5 % = 1 in 20 at worst for a submission
 
 
 class TimingFailure(AssertionError):
@@ -94,9 +97,19 @@ def thresholds(n: int, alpha: float = ALPHA_LOOK) -> tuple[int, int]:
     return x, n - x
 
 
-def verdict(ratios: Sequence[float], bar: float, alpha: float = ALPHA_LOOK) -> str:
+def alpha_at(n: int) -> float:
+    """The false-failure budget of the look taken after n rounds: that of the first look at or after
+    n (a look cut short by the time limit spends the budget of the look it replaces)."""
+    for look, a in zip(LOOKS, LOOK_ALPHAS):
+        if n <= look:
+            return a
+    return LOOK_ALPHAS[-1]
+
+
+def verdict(ratios: Sequence[float], bar: float, alpha: float | None = None) -> str:
     """'fail', 'pass' or 'inconclusive' for per-round ratios against the bar (one look)."""
     n = len(ratios)
+    alpha = alpha_at(n) if alpha is None else alpha
     above = sum(r >= bar for r in ratios)
     fail_at_most, pass_at_least = thresholds(n, alpha)
     if above <= fail_at_most:
@@ -106,7 +119,7 @@ def verdict(ratios: Sequence[float], bar: float, alpha: float = ALPHA_LOOK) -> s
     return "inconclusive"
 
 
-def power(theta: float, looks: Sequence[int] = LOOKS, alpha: float = ALPHA_LOOK) -> float:
+def power(theta: float, looks: Sequence[int] = LOOKS, alphas: Sequence[float] = LOOK_ALPHAS) -> float:
     """P(a fail verdict at some look) when each round falls below the bar independently with
     probability theta; exact, by carrying the distribution of the count above the bar from look
     to look (scipy.stats.binom for the rounds in between). theta = 1/2 bounds the false failures."""
@@ -116,7 +129,7 @@ def power(theta: float, looks: Sequence[int] = LOOKS, alpha: float = ALPHA_LOOK)
     dist[0] = 1.0
     done = 0
     fail = 0.0
-    for n in looks:
+    for n, alpha in zip(looks, alphas):
         step = stats.binom.pmf(np.arange(n - done + 1), n - done, 1 - theta)
         dist = np.convolve(dist, step)
         fail_at_most, pass_at_least = thresholds(n, alpha)
