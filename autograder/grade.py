@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from . import sandbox, verdict
+from .checks import timing
 from .collect import check_notebooks, submission_hash
 from .course import lab_timeout
 from .nbgrader_cmd import nbgrader_command
@@ -211,6 +212,7 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     sandbox.give_to(root, uid, _caps(cfg))
     scores = {nb: {g: 0.0 for g in cells} for nb, cells in layout.items()}
     env = student_env(cfg, root)
+    env[timing.LOCK_ENV] = str(_timing_lock_file(cfg))  # one student timed at a time, across workers
     if usable:
         res = _sandboxed(cfg, [*NBGRADER, "autograde", cfg.lab, f"--student={student}", "--force"],
                          root, root, env, lim.notebook_timeout_s * len(usable) + 60, uid, "autograde.log")
@@ -250,9 +252,11 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
                 ok, err = passed.get(gid, (False, "not reached"))
                 if score > 0 and not ok:
                     scores[name][gid] = 0.0
-                    where = "the grader's own check" if gid in judged else "a clean re-run"
-                    problems.append(f"{name}.ipynb {gid}: passed inside the notebook but fails {where} "
-                                    f"({err[:160]}); 0 points")
+                    if gid in judged:
+                        problems.append(f"{name}.ipynb {gid}: passed inside the notebook but fails the grader's "
+                                        f"own check ({err[:160]}); 0 points")
+                    else:
+                        problems.append(recheck_problem(name, gid, err))
     result = {
         "student": student, "lab": cfg.lab, "submission_sha256": submission_hash(folder),
         "scores": scores, "score": round(sum(sum(c.values()) for c in scores.values()), 6),
@@ -262,6 +266,28 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     }
     publish(cfg, root, student, result)  # the sandbox is gone: nothing of the student runs any more
     return result
+
+
+def recheck_problem(name: str, gid: str, err: str) -> str:
+    """The note for a cell that scored in nbgrader's run and failed the clean re-run. A timed check
+    that failed on a clear timing verdict is a measurement of the machine, never a tampering sign."""
+    if err.startswith(timing.TimingFailure.__name__):
+        return (f"{name}.ipynb {gid}: the timing of the clean re-run gave a clear verdict against it "
+                f"({err[:300]}); 0 points for this timed cell")
+    return (f"{name}.ipynb {gid}: passed inside the notebook but fails in a clean re-run ({err[:160]}); "
+            f"0 points (did the notebook tamper with grading?)")
+
+
+def _timing_lock_file(cfg: Config) -> Path:
+    """The lock file every worker's timed checks share (autograder.checks.timing), writable by
+    the sandbox users of all worker slots."""
+    path = cfg.out / "timing.lock"
+    path.touch(exist_ok=True)
+    try:
+        os.chmod(path, 0o666)
+    except OSError:
+        pass
+    return path
 
 
 def _recheck(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: int) -> dict[str, tuple[bool, str]]:
@@ -383,7 +409,7 @@ def _sandboxed(cfg: Config, cmd: list[str], cwd: Path, scratch: Path, env: dict,
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{scratch.name}.{log_name}"
     res = sandbox.run(cmd, cwd, scratch, env, timeout_s, cfg.limits, uid=uid, log_path=log,
-                      ro=course_mounts(cfg), unsafe=cfg.unsafe)
+                      ro=course_mounts(cfg), unsafe=cfg.unsafe, shared=[_timing_lock_file(cfg)])
     return res
 
 

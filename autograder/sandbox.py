@@ -227,24 +227,27 @@ class Result:
         return self.returncode is None
 
 
-def _argv(cmd, cwd, scratch, limits, uid, ro, caps, unsafe) -> list[str]:
+def _argv(cmd, cwd, scratch, limits, uid, ro, caps, unsafe, shared=()) -> list[str]:
     if unsafe:
         return _prlimit(limits, None, caps) + ["sh", "-c", "trap '' XFSZ; exec \"$@\"", "sh", *cmd]
     if caps.bwrap is None:
         raise SandboxUnavailable(f"bubblewrap is not installed; install: {INSTALL_HINT}")
-    return sandbox_argv(cmd, cwd, list(ro), [scratch], limits, uid, caps)
+    return sandbox_argv(cmd, cwd, list(ro), [scratch, *shared], limits, uid, caps)
 
 
 def run(cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, limits: Limits,
         uid: int | None = None, log_path: Path | None = None, ro: list[Path] = (), caps: Capabilities | None = None,
-        unsafe: bool = False) -> Result:
+        unsafe: bool = False, shared: list[Path] = ()) -> Result:
     """Run cmd in a sandbox whose only writable folder is `scratch`; return once nothing of it is left.
 
     `ro`: host paths (files or folders) the command may read, bound at the same place.
+    `shared`: host FILES every student's sandbox may write (the graders' timing lock only: a
+    student can hold it, which delays other students' timing by at most the lock's wait, never
+    their grade).
     The combined output goes to log_path (default scratch/../<scratch name>.log, outside
     the scratch). unsafe: no sandbox, only the process group, the limits and the timeout.
     """
-    s = Session(cmd, cwd, scratch, env, limits, uid, log_path, ro, caps, unsafe, interactive=False)
+    s = Session(cmd, cwd, scratch, env, limits, uid, log_path, ro, caps, unsafe, interactive=False, shared=shared)
     try:
         rc: int | None = s.proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -260,11 +263,11 @@ class Session:
 
     def __init__(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, limits: Limits, uid: int | None = None,
                  log_path: Path | None = None, ro: list[Path] = (), caps: Capabilities | None = None,
-                 unsafe: bool = False, interactive: bool = True):
+                 unsafe: bool = False, interactive: bool = True, shared: list[Path] = ()):
         self.caps = caps or (capabilities() if not unsafe else Capabilities(None, os.geteuid() == 0))
         self.uid, self.unsafe = uid, unsafe
         self.log_path = log_path or scratch.parent / f"{scratch.name}.log"
-        argv = _argv(cmd, cwd, scratch, limits, uid, ro, self.caps, unsafe)
+        argv = _argv(cmd, cwd, scratch, limits, uid, ro, self.caps, unsafe, shared)
         self.t0 = time.perf_counter()
         self.seconds = 0.0
         self._log = open(self.log_path, "wb")

@@ -36,6 +36,10 @@ __all__ = [
     "speedup_positional",
     "break_even_cost_ratio",
     "break_even_alpha",
+    "measured_step_cost",
+    "speedup_measured",
+    "break_even_alpha_at_cost",
+    "break_even_meaning",
     "optimal_k",
     "optimal_k_continuous",
     "optimal_k_positional",
@@ -260,6 +264,80 @@ def break_even_alpha(k: int, c: float) -> float:
     if float(expected_tokens(1.0, k)) <= target:
         return math.nan
     return float(optimize.brentq(lambda a: float(expected_tokens(a, k)) - target, 0.0, 1.0, xtol=1e-14))
+
+
+# ------------------------------------------------ measured costs (ch. 7, Lab 2)
+# Measured costs come from timings, and a timing on a busy machine can say anything: a draft
+# step that looks free (c = inf), a draft slower than the target (c < 1), a verification that
+# looks cheaper than a decode step (c_verify < 1). These functions accept every such value
+# and compute what the formula says; break_even_meaning puts it into words.
+def _check_cost_ratio(c: float) -> float:
+    c_f = float(c)
+    if math.isnan(c_f) or c_f < 0:
+        raise ValueError(f"c (T_target / T_draft) must be >= 0 (inf for a free draft), got {c!r}")
+    return c_f
+
+
+def _check_verify(c_verify: float) -> float:
+    v = float(c_verify)
+    if math.isnan(v) or v < 0 or math.isinf(v):
+        raise ValueError(f"c_verify (T_target(k + 1) / T_target(1)) must be finite and >= 0, got {c_verify!r}")
+    return v
+
+
+def measured_step_cost(k: int, c: float, c_verify: float) -> float:
+    """Cost of one speculative step in target decode steps, k / c + c_verify (eq. ch7-speedup).
+
+    k = 0 drafts nothing (cost c_verify); c = inf is a free draft (cost c_verify); c = 0 with
+    k >= 1 is a draft infinitely dearer than the target (cost inf).
+    """
+    k = _check_k(k)
+    c = _check_cost_ratio(c)
+    v = _check_verify(c_verify)
+    if k == 0:
+        return v
+    return math.inf if c == 0 else k / c + v
+
+
+def speedup_measured(alpha: ArrayLike, k: int, c: float, c_verify: float) -> float | np.ndarray:
+    """S = E[N] / (k / c + c_verify) with measured costs; inf when the step costs nothing."""
+    cost = measured_step_cost(k, c, c_verify)
+    en = np.asarray(expected_tokens(alpha, k))
+    if cost == 0:
+        return _out(np.full_like(en, math.inf))
+    return _out(en / cost)
+
+
+def break_even_alpha_at_cost(k: int, cost: float) -> float:
+    """The alpha at which E[N](alpha) = cost, i.e. S = 1 for a step costing ``cost`` target steps.
+
+    E[N] rises from 1 (alpha = 0) to k + 1 (alpha = 1), so: a cost <= 1 gives 0 (speculation pays,
+    or breaks even, at every alpha); a cost >= k + 1 gives nan (no alpha pays); in between the
+    unique root, found with brentq on a bracket where the sign change is guaranteed.
+    """
+    k = _check_k(k, minimum=1)
+    cost = float(cost)
+    if math.isnan(cost) or cost < 0:
+        raise ValueError(f"the step cost must be >= 0 target steps, got {cost!r}")
+    if cost <= 1.0:
+        return 0.0
+    if cost >= k + 1:
+        return math.nan
+    return float(optimize.brentq(lambda a: float(expected_tokens(a, k)) - cost, 0.0, 1.0, xtol=1e-14))
+
+
+def break_even_meaning(k: int, cost: float) -> str:
+    """One sentence saying what ``break_even_alpha_at_cost(k, cost)`` means."""
+    a = break_even_alpha_at_cost(k, cost)
+    if a == 0.0 and cost < 1.0:
+        return (f"k = {k}: break-even alpha = 0: a step costs {cost:.3g} target steps, less than one, "
+                "so at this cost speculation always pays (a measured cost below 1 usually means timing noise)")
+    if a == 0.0:
+        return f"k = {k}: break-even alpha = 0: a step costs exactly one target step, so any alpha > 0 pays"
+    if math.isnan(a):
+        return (f"k = {k}: no break-even alpha: a step costs {cost:.3g} target steps, at least the k + 1 = {k + 1} "
+                "tokens it can emit, so speculation never pays")
+    return f"k = {k}: break-even alpha = {a:.3f}: speculation pays above it (step cost {cost:.3g} target steps)"
 
 
 def _speedups_up_to(a: float, c: float, k_max: int, bonus: bool) -> np.ndarray:

@@ -212,55 +212,119 @@ def check_metrics(pooled_alpha: Callable, predicted_speedup: Callable) -> None:
     assert abs(got - 4 / 2.5) < 1e-9, f"with alpha = 1 every step emits k + 1 tokens; got {got}"
 
 
-def _cost_ratios(target, draft, ks) -> tuple[float, dict]:
-    """c = T_target / T_draft (one token) and c_verify(k) = T_target(k + 1 tokens) / T_target(1), timed together."""
-    from speclab.measure import forward_step_fns, time_interleaved
+TIMING_BUDGET_S = 45.0  # seconds of timed rounds after which no new look starts (the lock wait comes on top)
+TIMING_HARD_LIMIT_S = 150.0  # never time longer; the lab's cell limit (autograder.course) leaves room for
+# this, the wait for the graders' lock (timing.LOCK_WAIT_S) and loading the pair
+N_NEW = 128  # tokens generated per timed call
+VERIFY_CALLS = 16  # forwards per timed call when measuring c_verify(k)
 
-    tf = forward_step_fns(target, [1] + [k + 1 for k in ks], context_len=64)
-    df = forward_step_fns(draft, [1], context_len=64)
-    labels = ["draft T=1"] + [f"target T={t}" for t in tf]
-    times = time_interleaved([df[1]] + list(tf.values()), labels, repeats=7, warmup=2, device=target.device, progress=False)
-    t_draft, t_target = times[0].median, times[1].median
-    # a forward over k + 1 tokens cannot cost less than one over 1 token; a ratio below 1 is timing noise
-    verify = {k: max(1.0, times[2 + i].median / t_target) for i, k in enumerate(ks)}
-    return t_target / t_draft, verify
+
+def _predicted(alpha: float, k: int, c: float, c_verify: float) -> float:
+    """The lab's cost model with the draft's catch-up: S = E[N] / ((k + alpha^k) / c + c_verify(k)).
+
+    A step drafts k tokens (k draft forwards) and verifies them in one target forward over k + 1
+    positions; when all k are accepted (probability alpha^k) the draft has not seen its own last
+    token and is fed it once more, so a step costs k + alpha^k draft forwards on average."""
+    from speclab import theory
+
+    tokens = theory.expected_tokens(alpha, k)
+    return float(tokens / ((k + alpha**k) / c + c_verify))
 
 
 def check_speedup(speculative_decode: Callable, autoregressive_decode: Callable) -> dict:
-    """Best-k speedup over the course baseline, and measured >= THEORY_FRACTION * predicted."""
-    from speclab.measure import time_interleaved
+    """Best-k speedup over the course baseline, and measured >= THEORY_FRACTION * predicted.
+
+    Timed under the graders' lock in paired rounds (autograder.checks.timing): each round runs
+    the course baseline (greedy generate with the target), the same with the draft (their ratio
+    is this round's c), the student's decoder at every k of K_GRID, and loops of target forwards
+    over 1 and k + 1 tokens (this round's c_verify(k)). Per round and k: the speedup (baseline time /
+    decoder time) and its ratio to the prediction from the run's alpha and that round's costs.
+    A clause fails only on a clear verdict of the sequential sign test, for every k: false-failure
+    probability <= timing.ALPHA_CLAUSE (1.23 %) per clause, <= 2.5 % for the cell, for a decoder whose
+    per-round ratios at some k have a median at or above the bar (5 % with the pipeline's re-check).
+    """
+    from speclab.measure import forward_step_fns
     from speclab.sampling import generate
+
+    from . import timing
 
     target, draft = shipped_pair()
     if target.device.type == "cpu":
         torch.set_num_threads(1)  # one thread, as in the book: stable ratios on a shared machine
     pr = prompts(1, length=32, seed=5)[0]
-    n_new = 128
-    fns = [lambda: generate(target, pr[None], n_new, temperature=0),
-           lambda: autoregressive_decode(target, pr, n_new, temperature=0.0)]
-    fns += [lambda k=k: speculative_decode(target, draft, pr, n_new, k, temperature=0.0) for k in K_GRID]
-    labels = ["course baseline", "your baseline"] + [f"speculative k={k}" for k in K_GRID]
-    times = time_interleaved(fns, labels, repeats=7, warmup=1, device=target.device, progress=False)
-    base = times[0].median
-    measured = {k: base / times[2 + i].median for i, k in enumerate(K_GRID)}
-    best_k = max(measured, key=measured.get)
     required = SPEEDUP_CPU if target.device.type == "cpu" else SPEEDUP_CUDA
+    # alpha of each k from one untimed greedy run (deterministic); the last step may be cut short
+    alphas = {}
+    for k in K_GRID:
+        _, acc = speculative_decode(target, draft, pr, N_NEW, k, temperature=0.0)
+        full = list(acc[:-1]) or list(acc)
+        verified = sum(min(a + 1, k) for a in full)
+        alphas[k] = sum(full) / verified if verified else 0.0
+    # Costs from long operations only: a single forward of a few milliseconds is at the mercy of the
+    # scheduler on a loaded machine (its median drifts, not just its spread), a whole decode is not.
+    # c = T_target / T_draft from the same greedy generate run with each model; c_verify(k) from
+    # VERIFY_CALLS cached forwards over k + 1 tokens against as many over 1 token.
+    tf = forward_step_fns(target, [1] + [k + 1 for k in K_GRID], context_len=64)
+
+    def loop(fn):
+        def run():
+            for _ in range(VERIFY_CALLS):
+                fn()
+        return run
+
+    fns = [lambda: generate(target, pr[None], N_NEW, temperature=0),
+           lambda: generate(draft, pr[None], N_NEW, temperature=0)]
+    fns += [lambda k=k: speculative_decode(target, draft, pr, N_NEW, k, temperature=0.0) for k in K_GRID]
+    fns += [loop(f) for f in tf.values()]
+    labels = ["baseline", "draft baseline"] + [f"k={k}" for k in K_GRID] + [f"target T={t}" for t in tf]
+
+    def per_round(rounds: timing.Rounds) -> tuple[dict, dict]:
+        speed = {k: rounds.ratios("baseline", f"k={k}") for k in K_GRID}
+        c = rounds.ratios("baseline", "draft baseline")
+        theory_ratio = {}
+        for k in K_GRID:
+            v = [max(1.0, x) for x in rounds.ratios(f"target T={k + 1}", "target T=1")]  # < 1 is noise
+            theory_ratio[k] = [s / _predicted(alphas[k], k, ci, vi) for s, ci, vi in zip(speed[k], c, v)]
+        return speed, theory_ratio
+
+    def verdicts(rounds: timing.Rounds) -> tuple[str, str]:
+        speed, theory_ratio = per_round(rounds)
+        one = [timing.verdict(speed[k], required) for k in K_GRID]
+        two = [timing.verdict(theory_ratio[k], THEORY_FRACTION) for k in K_GRID]
+
+        def combine(vs):  # pass if some k passes clearly, fail only if every k fails clearly
+            return "pass" if "pass" in vs else "fail" if all(v == "fail" for v in vs) else "inconclusive"
+
+        return combine(one), combine(two)
+
+    rounds = timing.sequential_rounds(fns, labels, lambda r: "inconclusive" not in verdicts(r),
+                                      TIMING_BUDGET_S, target.device, hard_limit_s=TIMING_HARD_LIMIT_S)
+    speed, theory_ratio = per_round(rounds)
+    first, second = verdicts(rounds)
+    measured = {k: timing.median(speed[k]) for k in K_GRID}
+    best_k = max(measured, key=measured.get)
+    c = timing.median(rounds.ratios("baseline", "draft baseline"))
+    v_best = max(1.0, timing.median(rounds.ratios(f"target T={best_k + 1}", "target T=1")))
+    predicted = _predicted(alphas[best_k], best_k, c, v_best)
     table = ", ".join(f"k={k}: {s:.2f}x" for k, s in measured.items())
-    assert measured[best_k] >= required, (f"speedup over the course's autoregressive baseline at the best k is "
-                                          f"{measured[best_k]:.2f}x, below the required {required}x ({table})")
-    # prediction from this run's own alpha and costs
-    _, acc = speculative_decode(target, draft, pr, n_new, best_k, temperature=0.0)
-    full = [a for a in acc[:-1]]  # the last step may be shortened by the length limit
-    verified = sum(min(a + 1, best_k) for a in full)
-    alpha = sum(full) / verified
-    c, verify = _cost_ratios(target, draft, [best_k])
-    tokens = (1 - alpha ** (best_k + 1)) / (1 - alpha) if alpha < 1 else best_k + 1
-    predicted = tokens / (best_k / c + verify[best_k])
-    assert measured[best_k] >= THEORY_FRACTION * predicted, (
-        f"measured speedup {measured[best_k]:.2f}x at k={best_k} is below {THEORY_FRACTION} x the predicted "
-        f"{predicted:.2f}x (alpha={alpha:.3f}, c={c:.2f}, c_verify={verify[best_k]:.2f}): your loop has overhead the model does not")
-    return {"measured": measured, "best_k": best_k, "alpha": alpha, "c": c, "c_verify": verify[best_k],
-            "predicted": predicted}
+    n = len(rounds.times)
+    how = (f"{n} paired rounds; a clear verdict of a sign test, false-failure probability <= "
+           f"{timing.ALPHA_CLAUSE:.0%}" + (f"; {rounds.lock_note}" if rounds.lock_note else ""))
+    if first == "fail":
+        raise timing.TimingFailure(
+            f"speedup over the course's autoregressive baseline is clearly below the required {required}x at every k "
+            f"(median per k: {table}; {how})")
+    if second == "fail":
+        raise timing.TimingFailure(
+            f"measured speedup is clearly below {THEORY_FRACTION} x the predicted one at every k (at k={best_k}: "
+            f"{measured[best_k]:.2f}x against {predicted:.2f}x, alpha={alphas[best_k]:.3f}, c={c:.2f}, "
+            f"c_verify={v_best:.2f}; {how}): your loop has overhead the model does not")
+    if "inconclusive" in (first, second):
+        print(f"timing inconclusive after {n} rounds (median per k: {table}); no points are taken for a timing "
+              f"that is not clear")
+    return {"measured": measured, "best_k": best_k, "alpha": alphas[best_k], "c": c, "c_verify": v_best,
+            "predicted": predicted, "rounds": n, "verdicts": (first, second),
+            "theory_ratio": {k: timing.median(r) for k, r in theory_ratio.items()}}
 
 
 # ------------------------------------------------------------------------------ part 4
@@ -299,8 +363,9 @@ DETERMINISTIC_NOTES = {
     "test_greedy": "0: greedy tokens compared with the course's greedy generate, no randomness",
     "test_rollback": f"0 up to float rounding: caches compared with a fresh prefill (tolerance {ATOL})",
     "test_metrics": "0: values worked by hand, tolerance 1e-9, no randomness",
-    "test_speedup": f"timing: fails only if the best-k speedup is < {SPEEDUP_CPU}x (CPU) or measured < "
-                    f"{THEORY_FRACTION} x predicted",
+    "test_speedup": f"timing, paired rounds under the graders' lock: fails only on a clear sign-test verdict that "
+                    f"the speedup is < {SPEEDUP_CPU}x (CPU) or measured < {THEORY_FRACTION} x predicted at every k; "
+                    f"false-failure probability <= 2.5 % per timed run (1.25 % per clause), <= 5 % with the re-check",
     "test_bytes": "0: exact integer byte counts",
     "test_bandwidth": "timing: fails only if the copy bandwidth is off by more than 3x from torch's own copy",
 }
