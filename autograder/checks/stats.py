@@ -200,17 +200,22 @@ def case_eps(case: ExactnessCase, alpha: float, power: float = POWER) -> float:
     return eps_at_power(case.n, threshold(case.law, case.n, alpha), power)
 
 
-def n_for_eps(law: np.ndarray, eps: float, alpha: float, power: float = POWER, n_max: int = 10**7) -> int:
-    """Smallest n whose eps at `power` is <= eps (bisection; eps(n) decreases with n)."""
+def n_for_eps(law: np.ndarray, eps: float, alpha: float, power: float = POWER, rel: float = 0.002) -> int:
+    """Smallest n (to a relative rel, rounded up) whose eps at `power` is <= eps.
+
+    eps(n) falls like 1 / sqrt(n): a guess from n = 1000 is bracketed, then bisected.
+    """
     def ok(n: int) -> bool:
         return eps_at_power(n, threshold(law, n, alpha), power) <= eps
 
-    lo, hi = 1, 64
+    e0 = eps_at_power(1000, threshold(law, 1000, alpha), power)
+    guess = max(1, int(1000 * (e0 / eps) ** 2))
+    lo, hi = int(guess * 0.9), int(guess * 1.1) + 1
     while not ok(hi):
-        lo, hi = hi, hi * 2
-        if hi > n_max:
-            raise ValueError(f"eps {eps} needs more than {n_max} draws")
-    while hi - lo > 1:
+        lo, hi = hi, int(hi * 1.2) + 1
+    while lo > 1 and ok(lo):
+        hi, lo = lo, int(lo * 0.8)
+    while hi - lo > max(1, rel * hi):
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
     return hi
