@@ -18,7 +18,7 @@ help:
 	@echo "make book        set up .venv and build the executed book into _build/html"
 	@echo "make book-fresh  the same, re-executing every page"
 	@echo "make test        set up .venv and run the test suite"
-	@echo "make labs        regenerate the student notebooks in labs/ from solutions/"
+	@echo "make labs        rebuild solutions/<lab>/<lab>.ipynb from <lab>.md and the student notebooks in labs/"
 	@echo "make grade LAB=lab1 SUBMISSIONS=<folder or zip>   autograde a class"
 
 # Installs only when requirements.txt or pyproject.toml changed since the last install.
@@ -50,9 +50,11 @@ book-fresh: setup
 test: setup
 	$(VENV)/bin/pytest
 
-# Every folder of solutions/ holding a notebook is one lab (assignment id = folder name).
-LABS ?= $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard solutions/*/*.ipynb)))))
+# Every folder of solutions/ holding a MyST source <lab>/<lab>.md is one lab (assignment id = folder name):
+# the source is converted (jupytext) into solutions/<lab>/<lab>.ipynb, then nbgrader writes labs/<lab>/.
+LABS ?= $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard solutions/*/*.md)))))
 labs: setup
+	$(PY) -m autograder.labs $(LABS)
 	@for lab in $(LABS); do \
 	  PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/nbgrader generate_assignment "$$lab" --force; \
 	done

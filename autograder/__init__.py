@@ -1,5 +1,4 @@
 """autograder: nbgrader configuration, hidden-test checks, mutant catalog and grading tools.
 
-Notation used in every module: p = target distribution, q = draft distribution,
-k = draft length, alpha = acceptance rate.
+Notation: see the `speclab` package docstring.
 """

@@ -1,14 +1,13 @@
 """Figures of the Lab 2 closing note: `python -m autograder.lab2_report [--tokens N]`.
 
-Runs the reference decoder (autograder/lab2_solution.py) on the shipped pair on this
+Runs the reference decoder (`autograder.reference.load("lab2")`) on the shipped pair on this
 machine's device (CUDA if present, else the CPU on one thread) and prints, per k:
 pooled alpha, c, c_verify(k), the predicted S and the measured S (median of
 interleaved repeats after warm-up, against speclab.sampling.generate as the
 course baseline), then the copy bandwidth and the achieved bandwidth of decode
 steps for targets of increasing width.
 
-Notation: p = target distribution, q = draft distribution, k = draft length,
-alpha = acceptance rate, c = T_target / T_draft, S = speedup.
+Notation: see the `speclab` package docstring (S = speedup).
 """
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ import argparse
 
 import torch
 
-from autograder import lab2_solution as S
-from autograder.mutants import BEGIN, END
+from autograder import reference
 
 
 def main() -> None:
@@ -25,9 +23,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    ns: dict = {}
-    for part in (S.SETUP, S.PART1, S.PART2, S.PART3, S.PART4):
-        exec(part.replace(BEGIN, "").replace(END, ""), ns)  # noqa: S102
+    ns = vars(reference.load("lab2"))
     from speclab.checkpoints import load_pair
     from speclab.data import heldout_windows
     from speclab.measure import copy_bandwidth, device_name, forward_times, time_interleaved

@@ -2,7 +2,7 @@
 
 Course root: the directory nbgrader runs in (the repository root for `make labs`
 and `make grade`; a temporary folder in the tests). Source notebooks live in
-`solutions/<lab>/`, student versions in `labs/<lab>/`; submitted/, autograded/,
+`solutions/<lab>/` (built from `<lab>.md` by `python -m autograder.labs`), student versions in `labs/<lab>/`; submitted/, autograded/,
 feedback/ and gradebook.db are instructor-private (git-ignored).
 
 The kernels that autograde notebooks must import `autograder.checks`, so the
@@ -13,11 +13,12 @@ import os
 import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:  # nbgrader runs this file from wherever the course is
+    sys.path.insert(0, REPO_ROOT)
 
 # Per-cell execution time limits (seconds) per lab: Execute.timeout is per cell in
 # nbgrader 0.9 (the older ExecutePreprocessor.timeout key is ignored).
-LAB_TIMEOUT = {"lab1": 60, "lab2": 120}
-DEFAULT_TIMEOUT = max(LAB_TIMEOUT.values())
+from autograder.course import LAB_TIMEOUT, lab_timeout  # noqa: E402
 
 
 def _lab_from_argv(argv):
@@ -37,10 +38,10 @@ c.CourseDirectory.release_directory = "labs"
 c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
-# only the notebooks travel from solutions/<lab>/ to labs/<lab>/
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
+# only the notebooks travel from solutions/<lab>/ to labs/<lab>/ (not the MyST source <lab>.md)
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.md"]
 
-c.Execute.timeout = LAB_TIMEOUT.get(_lab_from_argv(sys.argv), DEFAULT_TIMEOUT)
+c.Execute.timeout = lab_timeout(_lab_from_argv(sys.argv))
 c.Execute.interrupt_on_timeout = True
 
 # Student versions: solutions become this stub, hidden tests disappear.

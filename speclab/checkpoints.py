@@ -1,7 +1,6 @@
 """Saving and loading the shipped pair, verified against a sha256 manifest.
 
-Notation used across speclab: p = target distribution, q = draft distribution,
-k = draft length, alpha = acceptance rate, c = T_target / T_draft.
+Notation: see the `speclab` package docstring.
 
 The weights live in `speclab/weights/` as fp16 safetensors (`target.safetensors`,
 `draft.safetensors`) beside `manifest.json`, which records each file's sha256, its

@@ -1,7 +1,6 @@
 """Every quality figure of the model card, measured on this machine.
 
-Notation used across speclab: p = target distribution, q = draft distribution,
-k = draft length, alpha = acceptance rate, c = T_target / T_draft.
+Notation: see the `speclab` package docstring.
 
     python -m speclab.evaluate                  # everything below, printed as a table
     python -m speclab.evaluate --skip-timing    # only the held-out figures
@@ -28,8 +27,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -38,6 +35,7 @@ from tqdm import tqdm
 
 from speclab.checkpoints import WEIGHTS_DIR, load_model
 from speclab.data import load_split
+from speclab.measure import forward_step_fns, forward_times, time_interleaved
 from speclab.model import GPT
 from speclab.sampling import process_logits
 
@@ -98,60 +96,22 @@ def heldout_figures(
     return out
 
 
-def _time_once(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def _step_fn(model: GPT, context: int, m: int, seed: int):
-    """A closure that runs one cached forward over m new tokens after `context` cached ones, then rolls back."""
-    g = torch.Generator().manual_seed(seed)
-    prompt = torch.randint(0, 256, (1, context), generator=g).to(model.device)
-    new = torch.randint(0, 256, (1, m), generator=g).to(model.device)
-    cache = model.new_cache(batch=1, max_len=context + m)
-    with torch.inference_mode():
-        model(prompt, torch.arange(context, device=model.device), cache)
-    positions = torch.arange(context, context + m, device=model.device)
-
-    def run() -> None:
-        with torch.inference_mode():
-            model(new, positions, cache)
-        _sync(model.device)
-        cache.rollback(context)  # O(1): the next call overwrites the same slots
-
-    return run
-
-
-def _interleaved_medians(fns: dict[str, callable], repeats: int, warmup: int) -> dict[str, float]:
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times = {name: [] for name in fns}
-    for _ in tqdm(range(repeats), desc="timing", mininterval=2.0, leave=False):
-        for name, fn in fns.items():
-            times[name].append(_time_once(fn))
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
 def decode_cost_ratio(target: GPT, draft: GPT, context: int = 128, repeats: int = 300, warmup: int = 30) -> dict:
-    """c = median cached decode-step time of the target / of the draft (batch 1, one new token)."""
-    med = _interleaved_medians(
-        {"target": _step_fn(target, context, 1, 0), "draft": _step_fn(draft, context, 1, 0)}, repeats, warmup
-    )
-    return {"target_s": med["target"], "draft_s": med["draft"], "c": med["target"] / med["draft"], "context": context}
+    """c = median cached decode-step time of the target / of the draft (batch 1, one new token).
+
+    Both steps are timed in one run, round-robin (speclab.measure.time_interleaved), after warm-up.
+    """
+    steps = [forward_step_fns(model, [1], context_len=context)[1] for model in (target, draft)]
+    t_target, t_draft = time_interleaved(steps, ["target", "draft"], repeats, warmup, target.device)
+    return {"target_s": t_target.median, "draft_s": t_draft.median, "c": t_target.median / t_draft.median,
+            "context": context}
 
 
 def verify_cost_curve(target: GPT, context: int = 128, max_m: int = 9, repeats: int = 200, warmup: int = 20) -> dict:
-    """Median time of one target forward over m = 1..max_m new tokens, relative to m = 1."""
-    fns = {m: _step_fn(target, context, m, m) for m in range(1, max_m + 1)}
-    med = _interleaved_medians(fns, repeats, warmup)
-    return {"seconds": {m: med[m] for m in fns}, "relative": {m: med[m] / med[1] for m in fns}, "context": context}
+    """Median time of one target forward over m = 1..max_m new tokens, relative to m = 1 (one interleaved run)."""
+    timings = forward_times(target, range(1, max_m + 1), context_len=context, repeats=repeats, warmup=warmup)
+    med = {m: t.median for m, t in timings.items()}
+    return {"seconds": med, "relative": {m: med[m] / med[1] for m in med}, "context": context}
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,7 +1,6 @@
 """Measuring the machine: copy bandwidth, matmul throughput, forward times, bytes per decode step.
 
-Notation used across speclab: p = target distribution, q = draft distribution,
-k = draft length, alpha = acceptance rate, c = T_target / T_draft.
+Notation: see the `speclab` package docstring.
 
 Shared by the book (chapters 1 and 7) and Lab 2. Every timing here follows the same
 discipline:

@@ -1,7 +1,6 @@
 """A tiny byte-level GPT with a pre-allocated, rollback-able KV cache.
 
-Notation used across speclab: p = target distribution, q = draft distribution,
-k = draft length, alpha = acceptance rate, c = T_target / T_draft.
+Notation: see the `speclab` package docstring.
 This module only builds models; whether a model plays p (target) or q (draft)
 is decided by the preset it is built from.
 

@@ -1,7 +1,6 @@
 """Turning logits into the distribution that is sampled from, and plain autoregressive generation.
 
-Notation used across speclab: p = target distribution, q = draft distribution,
-k = draft length, alpha = acceptance rate, c = T_target / T_draft.
+Notation: see the `speclab` package docstring.
 
 `process_logits` is THE distribution: speculative decoding must draw a draft token
 from q = process_logits(draft_logits, ...) and use that very same q (and

@@ -1,7 +1,6 @@
 """A toy draft/target pair over a 4-token vocabulary, with the exact law of generated sequences.
 
-Notation used across speclab: p = target distribution, q = draft distribution,
-k = draft length, alpha = acceptance rate, c = T_target / T_draft.
+Notation: see the `speclab` package docstring.
 
 The toy models ARE speclab.model.GPT instances (same forward, KV cache and
 rollback), only tiny and with a vocabulary of 4, so a decoder written for the

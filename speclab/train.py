@@ -1,7 +1,6 @@
 """Train the shipped pair: the target on bytes of the stdlib corpus, then the draft (distilled from the target).
 
-Notation used across speclab: p = target distribution, q = draft distribution,
-k = draft length, alpha = acceptance rate, c = T_target / T_draft.
+Notation: see the `speclab` package docstring.
 
     python -m speclab.train                      # both, target first, then the distilled draft
     python -m speclab.train --only target

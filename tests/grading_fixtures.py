@@ -1,64 +1,48 @@
 """A tiny nbgrader course for the grading pipeline's tests, and hostile students for it.
 
-Assignment `tiny`, notebook `tiny.ipynb`: one solution cell (add, scale), two graded
-test cells: `test_add` (2 points) and `test_scale` (3 points), each with hidden tests.
+Assignment `tiny`, notebook `tiny.ipynb`, written as any lab is: the MyST source
+tests/tiny_lab/tiny.md and the checks module autograder/checks/tiny.py. One solution cell
+(add, scale), two graded test cells: `test_add` (2 points) and `test_scale` (3 points).
 A student's notebook is the release notebook with the solution cell replaced, plus
 optional extra cells (after the solution cell unless said otherwise).
 """
 from __future__ import annotations
 
 import copy
+import shutil
 from pathlib import Path
 
 import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell
 
 LAB = "tiny"
 POINTS = {"test_add": 2.0, "test_scale": 3.0}
 SOLUTION = "def add(a, b):\n    return a + b\n\n\ndef scale(v, c):\n    return np.asarray(v) * c\n"
 HALF = "def add(a, b):\n    return a + b\n\n\ndef scale(v, c):\n    return v\n"  # test_add only
 
-CONFIG = """\
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SOURCE_MD = Path(__file__).resolve().parent / "tiny_lab" / "tiny.md"  # the lab, written as autograder/README.md says
+CONFIG = f"""\
+import os
 c = get_config()
 c.CourseDirectory.course_id = "tiny"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "labs"
-c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.md"]
+c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
+# the kernels import the hidden checks (autograder.checks.tiny) from this repository
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [{str(REPO_ROOT)!r}, os.environ.get("PYTHONPATH")]))
 """
 
 
-def _meta(grade_id: str, *, solution=False, grade=False, locked=False, points=None) -> dict:
-    m = {"grade_id": grade_id, "solution": solution, "grade": grade, "locked": locked, "schema_version": 3}
-    if points is not None:
-        m["points"] = points
-    return {"nbgrader": m}
-
-
-def source_notebook() -> nbformat.NotebookNode:
-    cells = [
-        new_markdown_cell("# Tiny lab", metadata=_meta("intro", locked=True)),
-        new_code_cell("import numpy as np", metadata=_meta("setup", locked=True)),
-        new_code_cell("### BEGIN SOLUTION\n" + SOLUTION + "### END SOLUTION", metadata=_meta("impl", solution=True)),
-        new_code_cell("assert add(1, 2) == 3\n### BEGIN HIDDEN TESTS\nassert add(-4, 2.5) == -1.5\n"
-                      "### END HIDDEN TESTS", metadata=_meta("test_add", grade=True, locked=True, points=2)),
-        new_code_cell("assert np.array_equal(scale([1, 2], 2), [2, 4])\n### BEGIN HIDDEN TESTS\n"
-                      "assert np.array_equal(scale(np.arange(4), -3), np.arange(4) * -3)\n"
-                      "assert float(np.sum(scale(np.ones(3), 0.5))) == 1.5\n"
-                      "from scipy import stats\nassert stats.describe(scale(np.arange(4.0), -3)).mean == -4.5\n"
-                      "### END HIDDEN TESTS",
-                      metadata=_meta("test_scale", grade=True, locked=True, points=3)),
-    ]
-    for i, c in enumerate(cells):
-        c.id = c.metadata["nbgrader"]["grade_id"] if i else "intro"
-    nb = new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    return nb
-
-
 def make_course(root: Path) -> Path:
+    """A course whose one lab is tests/tiny_lab/tiny.md, built into its nbgrader notebook by autograder.labs."""
+    from autograder import labs
+
     (root / "solutions" / LAB).mkdir(parents=True)
     (root / "nbgrader_config.py").write_text(CONFIG)
-    nbformat.write(source_notebook(), root / "solutions" / LAB / f"{LAB}.ipynb")
+    shutil.copyfile(SOURCE_MD, root / "solutions" / LAB / f"{LAB}.md")
+    labs.build(LAB, root=root)
     return root
 
 

@@ -46,8 +46,8 @@ HIDE_TB = ("ip = get_ipython()\nip.showtraceback = lambda *a, **k: None\nip._sho
            "import sys\nsys.excepthook = lambda *a: None")
 
 
-def _students(release, source):
-    ref = make_submission(release, source)
+def _students(release):
+    ref = make_submission(LAB, release)
 
     def with_parts(solved: set[int]):
         nb = nbformat.from_dict(ref)
@@ -101,12 +101,11 @@ def _students(release, source):
 
 
 def test_thirty_students_two_workers(tmp_path):
-    source = nbformat.read(ROOT / "solutions" / LAB / f"{LAB}.ipynb", as_version=4)
     cfg = Config(LAB, tmp_path / "subs", tmp_path / "out", ROOT, workers=2,
                  limits=Limits(cell_timeout_s=60, notebook_timeout_s=300, memory_mb=6144))
     build_template(cfg)
     release = nbformat.read(cfg.out / "template" / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
-    students = _students(release, source)
+    students = _students(release)
     for name, (nb, _) in students.items():
         d = cfg.submissions / name / LAB
         d.mkdir(parents=True)

@@ -30,13 +30,12 @@ def lab1_graded(session_course):
     """Autograde reference (alone, timed), then release + all mutants (one call)."""
     course = session_course
     release_dir = course.generate(LAB)
-    source = nbformat.read(ROOT / "solutions" / LAB / f"{LAB}.ipynb", as_version=4)
     release = nbformat.read(release_dir / f"{LAB}.ipynb", as_version=4)
-    course.add_submission("reference", LAB, make_submission(release, source))
+    course.add_submission("reference", LAB, make_submission(LAB, release))
     reference_s = course.autograde(LAB, "reference")
     course.add_submission("untouched", LAB, release)
     for m in MUTANTS:
-        course.add_submission(f"mutant_{m.name}", LAB, make_submission(release, source, m))
+        course.add_submission(f"mutant_{m.name}", LAB, make_submission(LAB, release, m))
     others_s = course.autograde(LAB, "*", exclude="reference")
     return course, {"reference_s": reference_s, "others_s": others_s, "n_others": 1 + len(MUTANTS)}
 

@@ -1,6 +1,6 @@
 """The Lab 1 grading machinery itself: statistics, exact laws, catalog, notebooks in sync.
 
-Notation: p = target distribution, q = draft distribution, k = draft length.
+Notation: see the `speclab` package docstring.
 """
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import pytest
 from scipy import stats as st
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograder import build_lab1
+from autograder import labs, reference as reference_solution
 from autograder.checks import lab1 as L
 from autograder.checks import stats as S
 from autograder.checks.stats import ExactnessCase, ExactnessFailure, case_false_failure_bound, check_case
-from autograder.mutants import make_submission, mutant_namespace, strip_markers
+from autograder.mutants import make_submission, namespace, strip_markers
 from autograder.mutants.lab1 import MUTANTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,22 +195,22 @@ def test_statistical_cells_within_false_failure_budget():
 # ----------------------------------------------------------------------------- the checks on the reference
 @pytest.fixture(scope="module")
 def reference():
-    return mutant_namespace(nbformat.read(SOURCE, as_version=4), None)
+    return reference_solution.load("lab1")
 
 
 @pytest.mark.parametrize("cell", [c for c in L.CELLS if c.cases is None and c.grade_id != "test_batch_speed"],
                          ids=lambda c: c.grade_id)
 def test_deterministic_checks_pass_reference(reference, cell):
-    cell.check(*[reference[a] for a in cell.args])
+    cell.check(*[getattr(reference, a) for a in cell.args])
 
 
 @pytest.mark.parametrize("m", [m for m in MUTANTS if m.part in (1, 4)], ids=lambda m: m.name)
 def test_deterministic_checks_catch_part1_and_part4_mutants(m):
-    ns = mutant_namespace(nbformat.read(SOURCE, as_version=4), m)
+    ns = namespace("lab1", m)
     failed = []
     for cell in [c for c in L.CELLS if c.part == m.part]:
         try:
-            cell.check(*[ns[a] for a in cell.args])
+            cell.check(*[getattr(ns, a) for a in cell.args])
         except AssertionError as err:
             failed.append(str(err))
             assert "def " not in str(err)  # the message describes the property, it shows no code
@@ -226,17 +226,16 @@ def test_catalog_covers_every_part_with_at_least_12_documented_mutants():
 
 
 def test_mutant_is_injected_after_the_reference():
-    source = nbformat.read(SOURCE, as_version=4)
     release = nbformat.read(RELEASE, as_version=4)
     m = MUTANTS[0]
-    sub = make_submission(release, source, m)
+    sub = make_submission("lab1", release, m)
     text = "\n".join(c.source for c in sub.cells)
     assert "raise NotImplementedError" not in text and "### BEGIN SOLUTION" not in text
     assert text.index(f"injected mutant {m.name}") > text.index(f"def {m.replaces}(")
 
 
-def test_solution_notebook_is_built_from_build_lab1():
-    assert SOURCE.read_text() == nbformat.writes(build_lab1.build()), "run: python -m autograder.build_lab1"
+def test_solution_notebook_is_built_from_the_markdown_source():
+    assert labs.build("lab1", check=True), "solutions/lab1/lab1.ipynb is stale: run `make labs`"
 
 
 def test_solution_notebook_metadata():

@@ -1,6 +1,6 @@
 """Lab 2 hidden checks against the reference decoder and every catalog mutant (called directly).
 
-Notation: p = target distribution, q = draft distribution, k = draft length.
+Notation: see the `speclab` package docstring.
 The same check functions run inside the graded notebook cells (tests/test_lab2_autograde.py
 runs the real nbgrader on the reference and the release); here each mutant is shown to fail
 the check of the property it breaks, while the reference passes it.
@@ -11,22 +11,17 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import lab2_solution as S
+from autograder import mutants
 from autograder.checks import lab2 as C
 from autograder.checks.stats import case_false_failure_bound, power_lower_bound
-from autograder.mutants import BEGIN, END
 from autograder.mutants.lab2 import MUTANTS
 
 BY_NAME = {m.name: m for m in MUTANTS}
 
 
 def namespace(mutant_name: str | None = None) -> dict:
-    ns: dict = {}
-    for part in (S.SETUP, S.PART1, S.PART2, S.PART3, S.PART4):
-        exec(part.replace(BEGIN, "").replace(END, ""), ns)  # noqa: S102
-    if mutant_name is not None:
-        exec(BY_NAME[mutant_name].source, ns)  # noqa: S102
-    return ns
+    """The reference solution of solutions/lab2/lab2.md, with one catalog mutant in place if named."""
+    return vars(mutants.namespace("lab2", BY_NAME[mutant_name] if mutant_name else None))
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +144,14 @@ def test_decode_bytes_hand_value(ref):
     # embedding 6; block: 2 norms (4) + qkv (12) + out (4) + MLP in/out (8) = 28; final norm 2 -> 36 params
     # KV: 2 * 1 layer * 2 wide = 4 values per position; L = 5 -> read 6 positions, write 1
     assert ref["decode_bytes"](cfg, 5) == 4 * (36 + 4 * 6 + 4)
+
+
+def test_lab_text_quotes_the_course_settings():
+    """The numbers the Lab 2 text states come from the code they describe (model presets, speed threshold)."""
+    from autograder.labs import read_source
+    from speclab.model import PRESETS
+
+    text = {c.metadata["nbgrader"]["grade_id"]: c.source for c in read_source("lab2").cells}
+    assert (f"a {PRESETS['target'].n_layer}-block byte-level\ntarget and a {PRESETS['draft'].n_layer}-block draft"
+            in text["intro"])
+    assert f"reach {C.SPEEDUP_CPU}×" in text["part3"] and f"at least {C.THEORY_FRACTION} ×" in text["part3"]

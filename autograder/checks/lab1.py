@@ -1,7 +1,6 @@
 """Hidden checks of Lab 1 (rejection sampling), one function per graded test cell.
 
-Notation: p = target distribution, q = draft distribution, k = draft length,
-alpha = acceptance rate. A correct implementation's outputs follow exact laws that
+Notation: see the `speclab` package docstring. A correct implementation's outputs follow exact laws that
 are computed here by enumeration; samplers are compared with them by
 `autograder.checks.stats` (exact binomial tests, union bound). Every statistical
 test cell has a false-failure probability <= ALPHA_CELL = 1e-6 for a correct
@@ -20,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import CellSpec
 from .stats import ExactnessCase, check_case
 
 ALPHA_CELL = 1e-6  # false-failure budget of one statistical test cell
@@ -586,19 +586,6 @@ check_batch_speed.randomised = True  # a timing
 
 
 # ----------------------------------------------------------------------------- registry
-@dataclass(frozen=True)
-class CellSpec:
-    """One graded test cell: what it checks, its points, and its statistical cases (if any)."""
-
-    grade_id: str
-    part: int
-    points: int
-    check: Callable
-    args: tuple[str, ...]  # names of the student's functions passed to check, in order
-    cases: Callable[[], list[ExactnessCase]] | None = None  # None: deterministic check
-    seed: int | None = None
-
-
 # Why the cells without statistical cases cannot fail a correct implementation.
 DETERMINISTIC_NOTES = {
     "test_acceptance_prob": "0: exact values, tolerance 1e-9, no randomness",
@@ -609,10 +596,10 @@ DETERMINISTIC_NOTES = {
     "test_batch_speed": f"timing: fails only if the measured speed-up is < {SPEEDUP_REQUIRED:.0f}x",
 }
 
-def report_extra(grade_id: str, reference: dict) -> str:
+def report_extra(grade_id: str, reference) -> str:
     """Measured facts `python -m autograder.power` adds to a deterministic cell's note."""
     if grade_id == "test_batch_speed":
-        return f" (the reference measured {measure_speedup(reference['speculative_sample_batch']):.0f}x here)"
+        return f" (the reference measured {measure_speedup(reference.speculative_sample_batch):.0f}x here)"
     return ""
 
 

@@ -1,6 +1,6 @@
 """Exactness tests for samplers with a guaranteed power against every law at a stated distance.
 
-Notation: p = target distribution, q = draft distribution. The "law" of a case is
+Notation: see the `speclab` package docstring. The "law" of a case is
 the exact distribution P over K outcomes that a correct implementation's outcome
 follows (computed by enumeration in the lab's checks); n outcomes are drawn, and
 P_n is their empirical distribution (counts / n).

@@ -1,7 +1,6 @@
 """Catalog of known-wrong Lab 1 implementations; each must lose points in its part.
 
-Notation: p = target distribution, q = draft distribution, k = draft length.
-These functions use the notebook's names (np, TOL, check_distribution, acceptance_prob,
+Notation: see the `speclab` package docstring. These functions use the notebook's names (np, TOL, check_distribution, acceptance_prob,
 residual_distribution, sample_from) and only run once injected: see
 `autograder.mutants`. `python -m autograder.power lab1` computes the probability that
 the hidden tests catch each of them.

@@ -1,0 +1,112 @@
+"""Stage 1, collect: a folder or zip of submissions -> one folder of files per student.
+
+`collect` accepts nbgrader's tree, one folder per student, or flat LMS files;
+`submission_hash` identifies what a student handed in (the resume key);
+`check_notebooks` says which of the lab's notebooks a student's folder holds usably.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+STUDENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def _unpack(submissions: Path, out: Path) -> Path:
+    """A zip is extracted (member paths checked) under OUT/unpacked; a folder is used as is."""
+    if submissions.is_dir():
+        return submissions
+    if not zipfile.is_zipfile(submissions):
+        raise SystemExit(f"{submissions}: neither a folder nor a zip file")
+    dest = out / "unpacked"
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    with zipfile.ZipFile(submissions) as zf:
+        for info in zf.infolist():
+            target = (dest / info.filename).resolve()
+            if not str(target).startswith(str(dest.resolve()) + os.sep) or info.is_dir():
+                continue  # absolute or ../ paths are dropped
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+    return dest
+
+
+def collect(submissions: Path, lab: str, out: Path) -> dict[str, Path]:
+    """student id -> folder holding that student's files for `lab`.
+
+    Accepted layouts (folder or zip): nbgrader's `submitted/<student>/<lab>/...`,
+    `<student>/<lab>/...`, `<student>/...`, and flat LMS files `<student>__<name>.ipynb`
+    (everything before the first double underscore is the student id).
+    """
+    base = _unpack(Path(submissions), out)
+    if (base / "submitted").is_dir():
+        base = base / "submitted"
+    found: dict[str, Path] = {}
+    flat = sorted(p for p in base.glob("*__*") if p.is_file())
+    for p in flat:
+        student = p.name.split("__", 1)[0]
+        dest = out / "collected" / student / lab
+        if student not in found:
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir(parents=True)
+        shutil.copy2(p, dest / p.name.split("__", 1)[1])
+        found[student] = dest
+    for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()):
+        if d.name.startswith(".") or d.name in ("collected", "unpacked"):
+            continue
+        found[d.name] = d / lab if (d / lab).is_dir() else d
+    bad = [s for s in found if not STUDENT_RE.match(s)]
+    if bad:
+        raise SystemExit(f"student ids must match {STUDENT_RE.pattern}: {bad}")
+    return dict(sorted(found.items()))
+
+
+def submission_hash(folder: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            h.update(str(p.relative_to(folder)).encode() + b"\0")
+            with open(p, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+    return h.hexdigest()
+
+
+def check_notebooks(folder: Path, expected: list[str], max_bytes: int) -> tuple[dict[str, Path], list[str]]:
+    """Which expected notebooks are usable, and a line per problem found before grading."""
+    problems: list[str] = []
+    files = sorted(p for p in folder.rglob("*.ipynb") if p.is_file() and not p.is_symlink()
+                   and ".ipynb_checkpoints" not in p.parts) if folder.is_dir() else []
+    by_name = {p.name: p for p in files}
+    usable: dict[str, Path] = {}
+    for name in expected:
+        path = by_name.get(f"{name}.ipynb")
+        if path is None:
+            others = [p for p in files if p.stem not in expected]
+            if len(expected) == 1 and len(others) == 1:  # an LMS renamed it ("lab1 (2).ipynb")
+                path = others[0]
+                problems.append(f"{name}.ipynb: graded the only notebook handed in, {path.name}")
+            else:
+                problems.append(f"{name}.ipynb: missing (0 points for its cells)")
+                continue
+        if path.stat().st_size > max_bytes:
+            problems.append(f"{name}.ipynb: larger than {max_bytes >> 20} MB, not graded (0 points)")
+            continue
+        try:
+            nb = json.loads(path.read_bytes())
+            if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+                raise ValueError("no list of cells")
+        except (ValueError, UnicodeDecodeError) as err:
+            problems.append(f"{name}.ipynb: not a valid notebook ({str(err)[:120]}); 0 points for its cells")
+            continue
+        usable[name] = path
+    for p in files:
+        if p.stem not in expected and p not in usable.values():
+            problems.append(f"{p.name}: extra notebook, ignored")
+    return usable, problems

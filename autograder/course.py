@@ -1,0 +1,12 @@
+"""Course-wide settings shared by the nbgrader configuration and the grading pipeline.
+
+LAB_TIMEOUT: nbgrader's per-cell execution limit (`Execute.timeout`, seconds) per lab;
+a lab not listed gets DEFAULT_TIMEOUT. A new lab adds its line here.
+"""
+LAB_TIMEOUT = {"lab1": 60, "lab2": 120}
+DEFAULT_TIMEOUT = max(LAB_TIMEOUT.values())
+
+
+def lab_timeout(lab: str | None) -> int:
+    """The per-cell limit of lab (DEFAULT_TIMEOUT for an unknown or missing lab)."""
+    return LAB_TIMEOUT.get(lab, DEFAULT_TIMEOUT) if lab else DEFAULT_TIMEOUT
