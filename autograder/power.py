@@ -78,7 +78,12 @@ def case_power(case: ExactnessCase, alpha_case: float, fn, seed: int, draws: int
                 break
     if bad:
         return _violation_power(case, bad, total, chunk)
-    return power_from_outcomes(case, alpha_case, np.concatenate(outcomes), CONF_FAIL)
+    outcomes = np.concatenate(outcomes)
+    LAST_TV[0] = 0.5 * float(np.abs(np.bincount(outcomes, minlength=len(case.law)) / len(outcomes) - case.law).sum())
+    return power_from_outcomes(case, alpha_case, outcomes, CONF_FAIL)
+
+
+LAST_TV = [float("nan")]  # TV between the last case_power's fresh draws and the exact law (noise included)
 
 
 def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, max_draws: int = 20000,
@@ -107,6 +112,7 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, ma
     for m in tqdm([m for m in catalog if only is None or m.name in only], desc="mutants", file=sys.stderr):
         ns = namespace(lab, m)
         best, via, timed = 0.0, None, []
+        seen_tv = None
         t0 = time.perf_counter()
         for cell in [c for c in checks.CELLS if c.part == m.part]:
             args = [getattr(ns, a) for a in cell.args]
@@ -128,6 +134,7 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, ma
                 power = case_power(case, alpha_case, args[0], seed=1000 + i, draws=draws, chunk=chunk)
                 if power > best:
                     best, via = power, f"{cell.grade_id}: {case.name}"
+                    seen_tv = (LAST_TV[0], case_eps(case, alpha_case))
                 if best >= TARGET:
                     break
             if best >= TARGET:
@@ -135,6 +142,7 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, ma
         if best == 0 and timed:  # only a timing cell can catch it: not a probability this report can bound
             via = f"timing only ({', '.join(timed)}; not computed here)"
         report["mutants"].append({"name": m.name, "part": m.part, "doc": m.doc, "detection": best, "via": via,
+                                  "tv_eps": seen_tv,
                                   "seconds": round(time.perf_counter() - t0, 1)})
     return report
 
@@ -169,6 +177,9 @@ def print_report(report: dict) -> None:
         shown = f">= 1 - {miss:.1e}" if miss > 0 else "= 1 (to double precision)"
         print(f"{m['name']:38s} part {m['part']}  {shown:24s} via {m['via']}{flag}")
         print(f"{'':38s}   {m['doc']}")
+        if m.get("tv_eps") and m["tv_eps"][0] == m["tv_eps"][0]:
+            tv, eps = m["tv_eps"]
+            print(f"{'':38s}   on that case: TV of its fresh draws {tv:.4f} (eps {eps:.4f}, ratio {tv / eps:.2f})")
 
 
 def main(argv: list[str]) -> int:
