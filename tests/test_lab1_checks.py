@@ -189,7 +189,7 @@ def test_statistical_cells_within_false_failure_budget():
         if cell.cases is not None:
             cases = cell.cases()
             total = sum(case_false_failure_bound(c, L.ALPHA_CELL / len(cases)) for c in cases)
-            assert total <= L.ALPHA_CELL, cell.grade_id
+            assert total <= L.ALPHA_CELL * (1 + 1e-9), cell.grade_id  # each case gets ALPHA_CELL / cases: float rounding
 
 
 # ----------------------------------------------------------------------------- the checks on the reference
@@ -299,7 +299,9 @@ def test_power_report_is_current_and_meets_target():
     assert all(m["detection"] >= 0.999 for m in report["mutants"])
     sizes = {name: n for cell in report["cells"] for name, n in cell.get("n", {}).items()}
     assert sizes == {c.name: c.n for cell in L.CELLS if cell.cases for c in cell.cases()}
-    assert all(cell["false_failure"] <= L.ALPHA_CELL for cell in report["cells"])
+    assert all(cell["false_failure"] <= L.ALPHA_CELL * (1 + 1e-9) for cell in report["cells"])  # float rounding
+    rows = [row for cell in report["cells"] for row in cell.get("table", [])]
+    assert len(rows) == len(sizes) and all(0 < row["eps"] < 1 for row in rows)
 
 
 @pytest.mark.slow
