@@ -282,7 +282,7 @@ def _config(argv):
         sys.argv = old
 
 
-@pytest.mark.parametrize(("argv", "timeout"), [(["nbgrader", "autograde", "lab1"], 60),
+@pytest.mark.parametrize(("argv", "timeout"), [(["nbgrader", "autograde", "lab1"], 120),
                                                (["nbgrader", "autograde", "--assignment=lab2"], 240),
                                                (["nbgrader", "db", "student", "list"], 240)])
 def test_config_sets_per_lab_timeout_and_course_folders(argv, timeout):
