@@ -77,9 +77,12 @@ def _problems(lab: str, nb: nbformat.NotebookNode, cells: list[CellSpec]) -> lis
             continue
         if meta.get("points") != spec.points:
             problems.append(f"{gid}: {meta.get('points')} points in the markdown, {spec.points} in checks.{lab}.CELLS")
-        head = f"# {spec.points} point(s)\n{hidden_tests(lab, spec)}\n"
-        if not cell.source.startswith(head):
-            problems.append(f"{gid}: the cell must start with\n{head}(the hidden check runs before the visible asserts)")
+        points = f"# {spec.points} point(s)\n"
+        if not cell.source.startswith(points):
+            problems.append(f"{gid}: the cell must start with '# {spec.points} point(s)'")
+        elif not cell.source[len(points):].startswith(hidden_tests(lab, spec)):
+            problems.append(f"{gid}: the cell must start with its points line and then\n{hidden_tests(lab, spec)}\n"
+                            f"(the hidden check runs before the visible asserts)")
     return problems
 
 
