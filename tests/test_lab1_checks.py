@@ -316,3 +316,33 @@ def test_power_is_recomputed_for_one_mutant():
 
 def test_strip_markers():
     assert strip_markers("a\n    ### BEGIN SOLUTION\nb\n    ### END SOLUTION\nc") == "a\nb\nc"
+
+
+def _edge_case(cell: str, fragment: str):
+    spec = next(c for c in L.CELLS if c.grade_id == cell)
+    cases = spec.cases()
+    (case,) = [c for c in cases if fragment in c.name]
+    return case, L.ALPHA_CELL / len(cases)
+
+
+@pytest.mark.parametrize(("mutant", "cell", "fragment"), [
+    ("sampler_rare_residual_shortcut", "test_sampler_exactness", "high acceptance"),
+    ("batch_accept_with_le", "test_batch_exactness", "copies of pair 'reversed'"),
+])
+def test_catalog_exercises_the_guarantee_near_its_edge(mutant, cell, fragment):
+    """Issue 14: mutants whose exact output law is between eps and 2 eps from p on a case; caught w.p. >= 0.999."""
+    case, alpha = _edge_case(cell, fragment)
+    name = fragment.split("'")[1] if "'" in fragment else "high acceptance, residual over 15 tokens"
+    p, q = L.pairs()[name]
+    if mutant == "sampler_rare_residual_shortcut":  # accepted drafts, then the residual's mode when the residual is rare
+        kept = np.minimum(p, q)
+        resid = np.maximum(p - q, 0.0)
+        assert resid.sum() < 0.1
+        law = kept + (1 - kept.sum()) * np.eye(len(p))[np.argmax(resid)]
+    else:  # acceptance min(1, 1.05 p / q), then the exact residual
+        kept = q * np.minimum(1.0, 1.05 * p / q)
+        law = kept + (1 - kept.sum()) * np.maximum(p - q, 0.0) / np.maximum(p - q, 0.0).sum()
+    tv = 0.5 * np.abs(law - p).sum()
+    eps = S.case_eps(case, alpha)
+    assert eps <= tv <= 2 * eps, (tv, eps)
+    assert S.power_lower_bound(case, alpha, law) >= 0.999
