@@ -283,8 +283,8 @@ def _config(argv):
 
 
 @pytest.mark.parametrize(("argv", "timeout"), [(["nbgrader", "autograde", "lab1"], 120),
-                                               (["nbgrader", "autograde", "--assignment=lab2"], 240),
-                                               (["nbgrader", "db", "student", "list"], 240)])
+                                               (["nbgrader", "autograde", "--assignment=lab2"], 300),
+                                               (["nbgrader", "db", "student", "list"], 300)])
 def test_config_sets_per_lab_timeout_and_course_folders(argv, timeout):
     c = _config(argv)
     assert c.Execute.timeout == timeout
