@@ -439,7 +439,7 @@ def block_residual_from_first_row(draft_tokens, p_rows, q_rows, rng):
 
 @mutant(3, "verify_block", MUTANTS)
 def block_later_positions_discounted(draft_tokens, p_rows, q_rows, rng):
-    """Accepts draft i with probability 0.95**i * min(1, p/q) ("later drafts are less reliable")."""
+    """Accepts draft i with probability 0.9**i * min(1, p/q) ("later drafts are less reliable")."""
     draft_tokens = np.asarray(draft_tokens)
     k = len(draft_tokens)
     if k < 1:
@@ -449,7 +449,7 @@ def block_later_positions_discounted(draft_tokens, p_rows, q_rows, rng):
     emitted = []
     for i in range(k):
         x = int(draft_tokens[i])
-        if rng.random() < 0.95**i * acceptance_prob(p_rows[i], q_rows[i], x):
+        if rng.random() < 0.9**i * acceptance_prob(p_rows[i], q_rows[i], x):
             emitted.append(x)
             continue
         emitted.append(sample_from(residual_distribution(p_rows[i], q_rows[i]), rng))
