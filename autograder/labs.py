@@ -10,7 +10,9 @@ This module turns the markdown into the nbgrader source notebook
 `solutions/<lab>/<lab>.ipynb` (committed, so that `nbgrader generate_assignment` and a
 course without jupytext read it) after checking it against the checks module: each
 graded test cell must match the lab's `CELLS` entry (`autograder.checks.CellSpec`) in
-grade id, order and points, and end with the hidden block `hidden_tests` writes.
+grade id, order and points, and open (after its points line) with the hidden block
+`hidden_tests` writes: the hidden check runs first, so a student whose code fails it
+reads its explanatory message even when a visible assert further down would fail too.
 `make labs` runs this, then `nbgrader generate_assignment` into `labs/<lab>/`.
 With `--check` nothing is written: it exits 1 when a committed notebook is stale.
 """
@@ -41,14 +43,14 @@ def source_path(lab: str, root: Path = ROOT) -> Path:
 
 
 def hidden_tests(lab: str, spec: CellSpec) -> str:
-    """The hidden block that ends a graded test cell: import the lab's checks, call the cell's check."""
+    """The hidden block that opens a graded test cell: import the lab's checks, call the cell's check."""
     return (f"### BEGIN HIDDEN TESTS\nfrom autograder.checks import {lab} as _checks\n"
             f"{spec.call()}\n### END HIDDEN TESTS")
 
 
 def test_cell_source(lab: str, spec: CellSpec, visible: str) -> str:
-    """The whole test cell: its points, the visible sanity checks, the hidden block."""
-    return f"# {spec.points} point(s)\n{visible.strip()}\n{hidden_tests(lab, spec)}"
+    """The whole test cell: its points, the hidden block, the visible sanity checks."""
+    return f"# {spec.points} point(s)\n{hidden_tests(lab, spec)}\n{visible.strip()}"
 
 
 def _problems(lab: str, nb: nbformat.NotebookNode, cells: list[CellSpec]) -> list[str]:
@@ -75,10 +77,12 @@ def _problems(lab: str, nb: nbformat.NotebookNode, cells: list[CellSpec]) -> lis
             continue
         if meta.get("points") != spec.points:
             problems.append(f"{gid}: {meta.get('points')} points in the markdown, {spec.points} in checks.{lab}.CELLS")
-        if not cell.source.startswith(f"# {spec.points} point(s)\n"):
+        points = f"# {spec.points} point(s)\n"
+        if not cell.source.startswith(points):
             problems.append(f"{gid}: the cell must start with '# {spec.points} point(s)'")
-        if not cell.source.rstrip().endswith(hidden_tests(lab, spec)):
-            problems.append(f"{gid}: the cell must end with\n{hidden_tests(lab, spec)}")
+        elif not cell.source[len(points):].startswith(hidden_tests(lab, spec)):
+            problems.append(f"{gid}: the cell must start with its points line and then\n{hidden_tests(lab, spec)}\n"
+                            f"(the hidden check runs before the visible asserts)")
     return problems
 
 

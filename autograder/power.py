@@ -6,19 +6,22 @@
 
 Notation: see the `speclab` package docstring.
 
-False failure (a correct implementation fails a test cell): for every statistical
-case, the exact binomial tails of its acceptance regions are summed (union bound);
-a cell's bound is the sum over its cases. The bound holds for any seed; grading
-uses fixed seeds. Deterministic cells (no randomness) cannot fail a correct
-implementation (their tolerance is 1e-9 on exactly computed values).
+Per statistical case (`autograder.checks.stats`): n, the number K of outcomes, eps
+(every output law at total variation >= eps from the exact one fails the case with
+probability >= 0.999: the worst case over all laws, exact binomial tails) and
+McDiarmid's bound on the probability that a correct implementation fails it; a
+cell's false-failure bound is the sum over its cases (union bound). The bounds hold
+for any seed; grading uses fixed seeds. Deterministic cells (no randomness) cannot
+fail a correct implementation (their tolerance is 1e-9 on exactly computed values).
 
 Detection (power) of a mutant, in the part it breaks:
 * by a deterministic cell without randomness: 1 if the check fails, else 0;
-* by a statistical case: the mutant's law is estimated from M fresh draws (other
-  seeds), each event's probability is replaced by the end of its Clopper-Pearson
-  interval (level 1 - 1e-4) nearest to the correct value, and the exact binomial
-  probability that the hidden test's count leaves its acceptance region is taken
-  (`stats.power_lower_bound`): a lower bound on the power. A draw that violates the
+* by a statistical case: M fresh draws of the mutant (other seeds, M = min(draws
+  scale x n, max draws)); the first half picks the outcomes the mutant favours, the
+  second half gives a Clopper-Pearson lower end (level 1 - 1e-4) of their
+  probability, and the exact binomial probability that the hidden test's total
+  variation reaches its threshold through them is taken (`stats.power_from_outcomes`):
+  a lower bound on the power. A draw that violates the
   output contract (wrong length, crash) is an outcome of probability 0 under a
   correct implementation: the power is then at least 1 - (1 - rho)^n with rho
   the Clopper-Pearson lower end of the violation rate.
@@ -46,7 +49,7 @@ import numpy as np
 from scipy import stats as st
 from tqdm import tqdm
 
-from autograder.checks.stats import ExactnessCase, case_false_failure_bound, power_from_outcomes
+from autograder.checks.stats import ExactnessCase, case_eps, case_false_failure_bound, power_from_outcomes
 from autograder import reference as reference_solution
 from autograder.mutants import Mutant, namespace
 
@@ -75,10 +78,16 @@ def case_power(case: ExactnessCase, alpha_case: float, fn, seed: int, draws: int
                 break
     if bad:
         return _violation_power(case, bad, total, chunk)
-    return power_from_outcomes(case, alpha_case, np.concatenate(outcomes), CONF_FAIL)
+    outcomes = np.concatenate(outcomes)
+    LAST_TV[0] = 0.5 * float(np.abs(np.bincount(outcomes, minlength=len(case.law)) / len(outcomes) - case.law).sum())
+    return power_from_outcomes(case, alpha_case, outcomes, CONF_FAIL)
 
 
-def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None) -> dict:
+LAST_TV = [float("nan")]  # TV between the last case_power's fresh draws and the exact law (noise included)
+
+
+def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, max_draws: int = 20000,
+              skip_eps: bool = False) -> dict:
     checks = importlib.import_module(f"autograder.checks.{lab}")
     catalog: list[Mutant] = importlib.import_module(f"autograder.mutants.{lab}").MUTANTS
     reference = reference_solution.load(lab)
@@ -93,13 +102,17 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None) ->
             cases = cell.cases()
             alpha_case = checks.ALPHA_CELL / len(cases)
             bounds = {c.name: case_false_failure_bound(c, alpha_case) for c in cases}
+            table = [{"case": c.name, "n": c.n, "outcomes": len(c.law), "guarantee": c.guarantee,
+                      "eps": None if skip_eps else case_eps(c, alpha_case), "false_failure": bounds[c.name]}
+                     for c in tqdm(cases, desc=f"eps of {cell.grade_id}", file=sys.stderr, leave=False)]
             entry.update(kind="statistical", false_failure=sum(bounds.values()), cases=bounds,
-                         n={c.name: c.n for c in cases})
+                         n={c.name: c.n for c in cases}, table=table)
         report["cells"].append(entry)
 
     for m in tqdm([m for m in catalog if only is None or m.name in only], desc="mutants", file=sys.stderr):
         ns = namespace(lab, m)
         best, via, timed = 0.0, None, []
+        seen_tv = None
         t0 = time.perf_counter()
         for cell in [c for c in checks.CELLS if c.part == m.part]:
             args = [getattr(ns, a) for a in cell.args]
@@ -117,16 +130,20 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None) ->
             alpha_case = checks.ALPHA_CELL / len(cases)
             for i, case in enumerate(cases):
                 chunk = case.n if case.batched else 1
-                power = case_power(case, alpha_case, args[0], seed=1000 + i, draws=draws_scale * case.n, chunk=chunk)
+                # a batched case is drawn in whole hidden tests (n rows each): at most 2 of them
+                draws = case.n * min(draws_scale, 2) if case.batched else max(1, min(draws_scale * case.n, max_draws))
+                power = case_power(case, alpha_case, args[0], seed=1000 + i, draws=draws, chunk=chunk)
                 if power > best:
                     best, via = power, f"{cell.grade_id}: {case.name}"
+                    seen_tv = (LAST_TV[0], case_eps(case, alpha_case))
                 if best >= TARGET:
                     break
             if best >= TARGET:
                 break
-        if best == 0 and timed:  # only a timing cell can catch it: not a probability this report can bound
+        if best < 1e-3 and timed:  # only a timing (or seed-dependent) cell could catch it: not bounded here
             via = f"timing only ({', '.join(timed)}; not computed here)"
         report["mutants"].append({"name": m.name, "part": m.part, "doc": m.doc, "detection": best, "via": via,
+                                  "tv_eps": seen_tv,
                                   "seconds": round(time.perf_counter() - t0, 1)})
     return report
 
@@ -140,8 +157,15 @@ def print_report(report: dict) -> None:
     print(f"{'cell':28s} {'part':>4s} {'points':>6s}  false-failure probability (correct implementation)")
     for c in report["cells"]:
         how = c["note"] if c["kind"] == "deterministic" else (
-            f"<= {c['false_failure']:.2e} (exact binomial tails, union bound over {len(c['cases'])} cases)")
+            f"<= {c['false_failure']:.2e} (McDiarmid, union bound over {len(c['cases'])} cases)")
         print(f"{c['grade_id']:28s} {c['part']:>4d} {c['points']:>6d}  {how}")
+    print(f"\nStatistical cases: any output law at total variation >= eps from the exact one fails with "
+          f"probability >= {TARGET}")
+    print(f"{'case':92s} {'n':>7s} {'K':>5s} {'eps':>7s}  {'false failure':>13s}")
+    for c in report["cells"]:
+        for row in c.get("table", []):
+            eps = "-" if row["eps"] is None else f"{row['eps']:.4f}"
+            print(f"{row['case'][:92]:92s} {row['n']:>7d} {row['outcomes']:>5d} {eps:>7s}  <= {row['false_failure']:.2e}")
     parts: dict[int, int] = {}
     for c in report["cells"]:
         parts[c["part"]] = parts.get(c["part"], 0) + c["points"]
@@ -154,6 +178,9 @@ def print_report(report: dict) -> None:
         shown = f">= 1 - {miss:.1e}" if miss > 0 else "= 1 (to double precision)"
         print(f"{m['name']:38s} part {m['part']}  {shown:24s} via {m['via']}{flag}")
         print(f"{'':38s}   {m['doc']}")
+        if m.get("tv_eps") and m["tv_eps"][0] == m["tv_eps"][0]:
+            tv, eps = m["tv_eps"]
+            print(f"{'':38s}   on that case: TV of its fresh draws {tv:.4f} (eps {eps:.4f}, ratio {tv / eps:.2f})")
 
 
 def main(argv: list[str]) -> int:
@@ -161,14 +188,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("lab")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--draws-scale", type=int, default=10, help="fresh draws per case = this x the test's n")
-    parser.add_argument("--only", nargs="*", help="mutant names")
+    parser.add_argument("--max-draws", type=int, default=20000, help="cap on fresh draws per case (not batched)")
+    parser.add_argument("--only", nargs="*", help="mutant names (none: the case table only)")
     parser.add_argument("--show", type=Path, help="print this saved report instead of computing one")
     args = parser.parse_args(argv)
     if args.show:
         print_report(json.loads(args.show.read_text()))
         return 0
     warnings.simplefilter("ignore")
-    report = lab_power(args.lab, args.draws_scale, args.only)
+    report = lab_power(args.lab, args.draws_scale, args.only, args.max_draws)
     print_report(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")

@@ -69,7 +69,7 @@ def _tiny_source(tmp_path: Path, edit=None) -> Path:
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda t: t.replace("points: 3", "points: 4"), "4 points in the markdown, 3 in checks.tiny.CELLS"),
-    (lambda t: t.replace("_checks.check_scale(scale)", "pass"), "test_scale: the cell must end with"),
+    (lambda t: t.replace("_checks.check_scale(scale)", "pass"), "test_scale: the cell must start with"),
     (lambda t: t.replace("grade_id: setup, ", ""), "has no nbgrader grade_id"),
     (lambda t: t.replace("grade_id: test_add", "grade_id: test_sum"), "differ from checks.tiny.CELLS"),
     (lambda t: t.replace("# 2 point(s)", "# two points"), "must start with '# 2 point(s)'"),

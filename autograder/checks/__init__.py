@@ -1,6 +1,6 @@
 """Checks that the labs' hidden nbgrader test cells call.
 
-`stats` holds the lab-independent statistics (exact binomial tests with a
+`stats` holds the lab-independent statistics (total-variation tests with a
 Bonferroni union bound, power lower bounds, readable failure messages);
 `lab1`, `lab2`, ... hold one check function per graded test cell and a `CELLS`
 list of `CellSpec`: the one description of a lab's graded cells, from which

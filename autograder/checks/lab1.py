@@ -2,7 +2,7 @@
 
 Notation: see the `speclab` package docstring. A correct implementation's outputs follow exact laws that
 are computed here by enumeration; samplers are compared with them by
-`autograder.checks.stats` (exact binomial tests, union bound). Every statistical
+`autograder.checks.stats` (a total-variation distance test with a stated eps, union bound). Every statistical
 test cell has a false-failure probability <= ALPHA_CELL = 1e-6 for a correct
 implementation, whatever the seed; the seeds are fixed so grading is
 deterministic. `python -m autograder.power lab1` prints the exact bounds and the
@@ -37,39 +37,74 @@ def _dirichlet_pair(vocab: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return p / p.sum(), q / q.sum()
 
 
+def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
+    z = np.exp((logits - logits.max()) / temperature)
+    return z / z.sum()
+
+
+def _top_k(probs: np.ndarray, k: int) -> np.ndarray:
+    keep = np.zeros(probs.shape, dtype=bool)
+    keep[np.argsort(-probs, kind="stable")[:k]] = True
+    out = np.where(keep, probs, 0.0)
+    return out / out.sum()
+
+
+def _top_p(probs: np.ndarray, top_p: float) -> np.ndarray:
+    order = np.argsort(-probs, kind="stable")
+    before = np.cumsum(probs[order]) - probs[order]  # mass of the tokens ranked above
+    keep = np.zeros(probs.shape, dtype=bool)
+    keep[order[before < top_p]] = True
+    out = np.where(keep, probs, 0.0)
+    return out / out.sum()
+
+
+def truncated_pair() -> tuple[np.ndarray, np.ndarray]:
+    """Rows as a decoder feeds them: temperature 0.7, then top-3 on p and top-p 0.9 on q (zeros in both)."""
+    logits = np.array([2.0, 1.6, 1.1, 0.4, 0.3, -0.5, -1.0, -2.0])
+    draft_logits = np.array([1.2, 2.1, 0.2, 1.0, -0.3, 0.9, -1.2, -0.4])
+    return _top_k(_softmax(logits, 0.7), 3), _top_p(_softmax(draft_logits, 0.7), 0.9)
+
+
+def high_acceptance_pair() -> tuple[np.ndarray, np.ndarray]:
+    """alpha >= 0.95 with the residual spread over 15 of 16 tokens: q moves 5% of p's mass onto token 0."""
+    p = _softmax(np.linspace(1.5, -1.5, 16), 1.0)
+    q = 0.95 * p
+    q[0] += 0.05
+    return p, q
+
+
 def pairs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The (p, q) pairs every sampler is tested on, adversarial ones included."""
+    """The (p, q) pairs the samplers are tested on: the regimes of issue 14, adversarial ones included."""
     big_p, big_q = _dirichlet_pair(1000, seed=11)
     return {
         "reversed": (np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1])),
-        "q with zeros": (np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.5, 0.5, 0.0, 0.0])),
+        "low acceptance, zeros in p and q": (np.array([0.0, 0.05, 0.0, 0.45, 0.5, 0.0]),
+                                             np.array([0.5, 0.05, 0.3, 0.0, 0.05, 0.1])),
         "disjoint supports": (np.array([0.0, 0.0, 0.6, 0.4]), np.array([0.7, 0.3, 0.0, 0.0])),
+        "high acceptance, residual over 15 tokens": high_acceptance_pair(),
+        "temperature 0.7, top-3 p, top-p 0.9 q": truncated_pair(),
         "p == q": (np.array([0.2, 0.3, 0.5]), np.array([0.2, 0.3, 0.5])),
         "one-hot p": (np.array([0.0, 1.0, 0.0, 0.0]), np.array([0.25, 0.25, 0.25, 0.25])),
         "1000-token vocabulary": (big_p, big_q),
     }
 
 
-def _pooled(p: np.ndarray, q: np.ndarray) -> dict[str, np.ndarray]:
-    """Pooled events: tokens where p > q (the residual's support) and deciles of p / q."""
-    out = {"the tokens with p > q": p > q}
-    if len(p) > 20:
-        ratio = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
-        order = np.argsort(ratio, kind="stable")
-        for j, chunk in enumerate(np.array_split(order, 10)):
-            mask = np.zeros(len(p), dtype=bool)
-            mask[chunk] = True
-            out[f"the tokens in decile {j + 1} of p/q"] = mask
-    return out
-
-
-# Samples per case, chosen with `python -m autograder.power lab1` so that every mutant
-# of the catalog is caught with probability >= 0.999.
-N_SAMPLER = {"reversed": 2000, "q with zeros": 1000, "disjoint supports": 500, "p == q": 500,
-             "one-hot p": 200, "1000-token vocabulary": 1000}
-N_BATCH = {name: 10 * n for name, n in N_SAMPLER.items()} | {"1000-token vocabulary": 4000}
-N_BATCH_MIXED = 20000
-N_BLOCK = {1: 1000, 3: 1500}
+# eps targets (issue 14) for vocabularies <= 16; the cases sized for time state their own eps.
+EPS_TARGET = {"sampler": 0.02, "batch": 0.01, "block": 0.03}
+# Samples per case: the smallest n meeting the target (stats.n_for_eps at the case's alpha, checked by
+# tests/test_lab1_checks.py); the 1000-token, p == q, one-hot and k = 5 cases are sized for grading time.
+N_SAMPLER = {"reversed": 62900, "low acceptance, zeros in p and q": 58600, "disjoint supports": 15000,
+             "high acceptance, residual over 15 tokens": 38000, "p == q": 2000, "one-hot p": 1000,
+             "1000-token vocabulary": 10000}
+N_BATCH = {"reversed": 253600, "low acceptance, zeros in p and q": 236600, "disjoint supports": 227600,
+           "high acceptance, residual over 15 tokens": 332600, "temperature 0.7, top-3 p, top-p 0.9 q": 240500,
+           "p == q": 242100, "one-hot p": 20000, "1000-token vocabulary": 40000}
+N_BATCH_DIFFERENT = 339500  # pairs of rows
+N_BLOCK = {1: 8000, 3: 53200, 5: 8000}
+BATCH_CHUNK = 20000  # rows per call of the batch sampler (memory on the 1000-token vocabulary)
+TARGETED = {"sampler": ["reversed", "low acceptance, zeros in p and q"],
+            "batch": [n for n in N_BATCH if n not in ("one-hot p", "1000-token vocabulary")] + ["different"],
+            "block": [3]}
 
 
 # ----------------------------------------------------------------------------- part 1
@@ -193,9 +228,10 @@ def _draw_scalar(p: np.ndarray, q: np.ndarray) -> Callable:
 
 
 def sampler_cases() -> list[ExactnessCase]:
-    return [ExactnessCase(f"speculative_sample on pair '{name}'", exact_law(p, q), N_SAMPLER[name],
-                          _draw_scalar(p, q), pooled=_pooled(p, q))
-            for name, (p, q) in pairs().items()]
+    all_pairs = pairs()
+    return [ExactnessCase(f"speculative_sample on pair '{name}'", exact_law(*all_pairs[name]), n,
+                          _draw_scalar(*all_pairs[name]))
+            for name, n in N_SAMPLER.items()]
 
 
 def _check_cases(cases: list[ExactnessCase], fn: Callable, seed: int) -> None:
@@ -204,8 +240,46 @@ def _check_cases(cases: list[ExactnessCase], fn: Callable, seed: int) -> None:
         check_case(case, fn, rng, ALPHA_CELL / len(cases))
 
 
+def _same_state(a, b) -> bool:
+    return a[0] == b[0] and np.array_equal(a[1], b[1]) and tuple(a[2:]) == tuple(b[2:])
+
+
+def check_randomness_contract(call: Callable[[np.random.Generator], object], what: str) -> None:
+    """Same seed, same output; the global np.random state untouched (every draw comes from rng)."""
+    before = np.random.get_state()
+    first = call(np.random.default_rng(99))
+    second = call(np.random.default_rng(99))
+    if not _same_state(before, np.random.get_state()):
+        raise AssertionError(f"{what}: the global np.random state changed; every random number must come from "
+                             f"the rng argument")
+    a, b = (np.concatenate([np.ravel(np.asarray(x, dtype=float)) for x in r]) if isinstance(r, list) else
+            np.ravel(np.asarray(r, dtype=float)) for r in (first, second))
+    if a.shape != b.shape or not np.array_equal(a, b):
+        raise AssertionError(f"{what}: two runs with generators seeded alike gave different outputs "
+                             f"({a[:8]} ... and {b[:8]} ...); every random number must come from the rng argument")
+
+
+def expect_value_error(call: Callable[[], object], what: str) -> None:
+    """call() must raise ValueError with a message; say what happened otherwise."""
+    try:
+        got = call()
+    except ValueError:
+        return
+    except Exception as err:  # noqa: BLE001 - the contract asks for ValueError, nothing else
+        raise AssertionError(f"{what}: expected a ValueError, got {type(err).__name__}: {err}") from None
+    raise AssertionError(f"{what}: expected a ValueError, nothing was raised (you returned {got!r})")
+
+
 def check_sampler(speculative_sample: Callable) -> None:
-    """speculative_sample draws exactly from p on every test pair (exact binomial tests, fixed seed)."""
+    """speculative_sample draws exactly from p on every test pair (distance test with a stated eps, fixed seed)."""
+    p, q = pairs()["reversed"]
+    check_randomness_contract(lambda rng: [speculative_sample(p.copy(), q.copy(), rng) for _ in range(200)],
+                              "speculative_sample")
+    rng = np.random.default_rng(0)
+    expect_value_error(lambda: speculative_sample(np.array([0.2, 0.2, 0.5]), np.array([0.2, 0.3, 0.5]), rng),
+                       "speculative_sample with p summing to 0.9")
+    expect_value_error(lambda: speculative_sample(p, np.array([0.5, 0.5]), rng),
+                       "speculative_sample with p of 4 entries and q of 2")
     _check_cases(sampler_cases(), speculative_sample, seed=20261)
 
 
@@ -300,12 +374,35 @@ def block_cases() -> list[ExactnessCase]:
     model = toy_bigram()
     vocab = model.target.shape[0]
     return [ExactnessCase(f"verify_block on a toy bigram target/draft, k = {k}", block_law(model, k), N_BLOCK[k],
-                          _draw_block(model, k), labels=[f"emitted {list(s)}" for s in block_outcomes(vocab, k)])
+                          _draw_block(model, k), labels=[f"emitted {list(s)}" for s in block_outcomes(vocab, k)],
+                          guarantee="the joint law of the emitted tokens (hence of the accepted count)")
             for k in sorted(N_BLOCK)]
 
 
+def check_block_contracts(verify_block: Callable) -> None:
+    """Clear ValueErrors on bad input, and the randomness contract."""
+    model = toy_bigram()
+    p_rows, q_rows = _rows(model, (1, 0, 2))
+    rng = np.random.default_rng(0)
+    check_randomness_contract(lambda r: [verify_block(np.array([1, 0, 2]), p_rows.copy(), q_rows.copy(), r)[0]
+                                         for _ in range(100)], "verify_block")
+    bad_p = p_rows.copy()
+    bad_p[0] = [0.5, 0.5, 0.5]
+    for what, args in {
+        "k = 0 (no drafted token, one target row)": (np.array([], dtype=int), p_rows[:1], q_rows[:0]),
+        "a drafted token 3 in a vocabulary of 3": (np.array([3, 0, 2]), p_rows, q_rows),
+        "a drafted token -1": (np.array([-1, 0, 2]), p_rows, q_rows),
+        "target row 0 summing to 1.5": (np.array([1, 0, 2]), bad_p, q_rows),
+        "k target rows instead of k + 1": (np.array([1, 0, 2]), p_rows[:3], q_rows),
+        "draft rows of another vocabulary size": (np.array([1, 0, 2]), p_rows, np.full((3, 4), 0.25)),
+    }.items():
+        expect_value_error(lambda: verify_block(args[0], args[1].copy(), args[2].copy(), rng),
+                           f"verify_block with {what}")
+
+
 def check_block_structure(verify_block: Callable) -> None:
-    """Forced outcomes that need no statistics: full acceptance, forced rejection, bonus row."""
+    """Edge contracts, then forced outcomes that need no statistics: full acceptance, forced rejection, bonus row."""
+    check_block_contracts(verify_block)
     rng = np.random.default_rng(7)
     onehot = np.eye(4)
     uniform = np.full(4, 0.25)
@@ -337,7 +434,7 @@ check_block_structure.randomised = True  # forced outcomes for a correct verifie
 
 
 def check_block_exactness(verify_block: Callable) -> None:
-    """verify_block emits tokens whose joint law is the target's (exact binomial tests, fixed seed)."""
+    """verify_block emits tokens whose joint law is the target's (distance test with a stated eps, fixed seed)."""
     _check_cases(block_cases(), verify_block, seed=20263)
 
 
@@ -366,46 +463,80 @@ def check_alpha_estimator(estimate_alpha: Callable) -> None:
 
 
 # ----------------------------------------------------------------------------- part 5
+def _call_batch(fn: Callable, p: np.ndarray, q: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    out = np.asarray(fn(p, q, rng))
+    if out.shape != (len(p),) or not np.issubdtype(out.dtype, np.integer):
+        raise AssertionError(f"speculative_sample_batch on {len(p)} rows returned {out.dtype} of shape {out.shape};"
+                             f" expected integer tokens of shape ({len(p)},)")
+    return out
+
+
 def _draw_batch(p: np.ndarray, q: np.ndarray) -> Callable:
+    """Outcome = the token of one row; all rows are copies of (p, q), in calls of at most BATCH_CHUNK rows."""
     def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
-        out = np.asarray(fn(np.tile(p, (n, 1)), np.tile(q, (n, 1)), rng))
-        if out.shape != (n,) or not np.issubdtype(out.dtype, np.integer):
-            raise AssertionError(f"speculative_sample_batch on {n} rows returned {out.dtype} of shape {out.shape};"
-                                 f" expected integer tokens of shape ({n},)")
-        return out
+        rows = BATCH_CHUNK if len(p) > 64 else n
+        parts, done = [], 0
+        while done < n:
+            m = min(rows, n - done)
+            parts.append(_call_batch(fn, np.tile(p, (m, 1)), np.tile(q, (m, 1)), rng))
+            done += m
+        return np.concatenate(parts)
     return draw
 
 
-def _draw_batch_mixed(pair_a, pair_b) -> Callable:
-    """Rows alternate between two pairs; outcome = (token of an a-row, token of the next b-row)."""
-    vocab = len(pair_b[0])
+DIFFERENT_P = np.array([0.0, 0.1, 0.2, 0.3, 0.4])
 
-    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
-        p = np.stack([pair_a[0], pair_b[0]] * n)
-        q = np.stack([pair_a[1], pair_b[1]] * n)
-        out = np.asarray(fn(p, q, rng))
-        if out.shape != (2 * n,):
-            raise AssertionError(f"speculative_sample_batch on {2 * n} rows returned shape {out.shape}")
-        return out[0::2] * vocab + out[1::2]
-    return draw
+
+def _draw_batch_different(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+    """2n rows, every one with its own law: row b has p_b = DIFFERENT_P permuted by pi_b and a draft q_b drawn
+    from a Dirichlet (zeros where the permuted p has its zero, half of the time); outcome j is
+    (pi^-1 of the token of row 2j, pi^-1 of the token of row 2j + 1), whose exact law is DIFFERENT_P x DIFFERENT_P
+    whatever the q_b: the law of a row, and the independence of neighbouring rows."""
+    vocab = len(DIFFERENT_P)
+    grader = np.random.default_rng(int(rng.integers(2**62)))  # the rows' laws, drawn apart from the student's rng
+    perm = np.argsort(grader.random((2 * n, vocab)), axis=1)  # perm[b, i] = the token of row b playing role i
+    p = np.empty((2 * n, vocab))
+    np.put_along_axis(p, perm, np.broadcast_to(DIFFERENT_P, (2 * n, vocab)), axis=1)
+    q_roles = grader.dirichlet(np.ones(vocab), size=2 * n)
+    q_roles[:, 0] *= grader.random(2 * n) < 0.5  # q is zero where p is zero in half of the rows
+    q_roles /= q_roles.sum(axis=1, keepdims=True)
+    q = np.empty_like(q_roles)
+    np.put_along_axis(q, perm, q_roles, axis=1)
+    tokens = _call_batch(fn, p, q, rng)
+    inverse = np.argsort(perm, axis=1)  # token -> role
+    roles = inverse[np.arange(2 * n), tokens]
+    return roles[0::2] * vocab + roles[1::2]
 
 
 def batch_cases() -> list[ExactnessCase]:
-    cases = [ExactnessCase(f"speculative_sample_batch on {N_BATCH[name]} copies of pair '{name}'",
-                           exact_law(p, q), N_BATCH[name], _draw_batch(p, q), pooled=_pooled(p, q),
-                           batched=True)
-             for name, (p, q) in pairs().items()]
-    a, b = pairs()["reversed"], pairs()["q with zeros"]
-    vocab = len(b[0])
-    law = np.outer(exact_law(*a), exact_law(*b)).ravel()
-    labels = [f"(row of 'reversed' -> {i}, row of 'q with zeros' -> {j})" for i in range(4) for j in range(vocab)]
-    cases.append(ExactnessCase("speculative_sample_batch on rows alternating between two pairs", law,
-                               N_BATCH_MIXED, _draw_batch_mixed(a, b), labels=labels, batched=True))
+    all_pairs = pairs()
+    cases = [ExactnessCase(f"speculative_sample_batch on {n} copies of pair '{name}'",
+                           exact_law(*all_pairs[name]), n, _draw_batch(*all_pairs[name]), batched=True)
+             for name, n in N_BATCH.items()]
+    vocab = len(DIFFERENT_P)
+    law = np.outer(DIFFERENT_P, DIFFERENT_P).ravel()
+    labels = [f"(row 2j -> role {i}, row 2j+1 -> role {j})" for i in range(vocab) for j in range(vocab)]
+    cases.append(ExactnessCase(f"speculative_sample_batch on {2 * N_BATCH_DIFFERENT} rows, each with its own law",
+                               law, N_BATCH_DIFFERENT, _draw_batch_different, labels=labels, batched=True,
+                               guarantee="the joint law of two neighbouring rows (permutation-invariant roles)"))
     return cases
 
 
 def check_batch_exactness(speculative_sample_batch: Callable) -> None:
-    """speculative_sample_batch draws row b exactly from p[b] (exact binomial tests, fixed seed)."""
+    """speculative_sample_batch draws row b exactly from p[b] (distance test with a stated eps, fixed seed)."""
+    p, q = pairs()["reversed"]
+    check_randomness_contract(lambda rng: speculative_sample_batch(np.tile(p, (1000, 1)), np.tile(q, (1000, 1)), rng),
+                              "speculative_sample_batch")
+    rng = np.random.default_rng(0)
+    P, Q = np.tile(p, (3, 1)), np.tile(q, (3, 1))
+    bad = P.copy()
+    bad[1] = [0.3, 0.3, 0.3, 0.3]
+    for what, args in {"p of shape (3, 4) and q of shape (2, 4)": (P, Q[:2]),
+                       "p of shape (3, 4) and q of shape (3, 5)": (P, np.full((3, 5), 0.2)),
+                       "1-D p and q": (p, q),
+                       "row 1 of p summing to 1.2": (bad, Q)}.items():
+        expect_value_error(lambda: speculative_sample_batch(args[0].copy(), args[1].copy(), rng),
+                           f"speculative_sample_batch with {what}")
     _check_cases(batch_cases(), speculative_sample_batch, seed=20265)
 
 

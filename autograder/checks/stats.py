@@ -1,43 +1,74 @@
-"""Exactness tests for samplers: exact binomial tails, union bound, computed power.
+"""Exactness tests for samplers with a guaranteed power against every law at a stated distance.
 
 Notation: see the `speclab` package docstring. The "law" of a case is
-the exact distribution a correct implementation's outcome follows.
+the exact distribution P over K outcomes that a correct implementation's outcome
+follows (computed by enumeration in the lab's checks); n outcomes are drawn, and
+P_n is their empirical distribution (counts / n).
 
-How a sampler is tested. A case draws n i.i.d. outcomes from the student's code
-and compares them with the exact law over K outcomes. For each *event* E (every
-single outcome, plus a few pooled sets of outcomes supplied by the case) the count
-N_E ~ Binomial(n, P(E)) exactly under a correct implementation. The test rejects
-when some N_E falls outside its two-sided region [lo_E, hi_E], where each region
-has exact tail mass <= alpha_case / (number of events) (scipy.special.bdtr and bdtrc, the functions behind scipy.stats.binom). By the
-union bound the probability that a correct implementation fails the case is
-<= alpha_case, exactly, for every n and every law: no large-sample
-approximation is involved (a chi-square or G-test at alpha = 1e-7 would lean on
-the asymptotic chi-square tail far out where it is least accurate).
+The test. Reject when the total variation T = TV(P_n, P) = (1/2) sum_i |P_n(i) - P(i)|
+reaches the threshold
 
-Power. For a wrong implementation whose outcome follows another law m, the
-probability of a failed case is at least max_E P_m(N_E outside [lo_E, hi_E]),
-again an exact binomial computation (`power_lower_bound`).
+    tau = E[T] + sqrt(ln(1 / alpha) / (2 n)),
+
+where E[T] is the exact expectation under a correct implementation (below).
+
+False failure <= alpha, for every n, every law and every seed. T is a function of n
+independent outcomes, and changing one outcome moves two counts by one, so T by at
+most 1/n. McDiarmid's bounded-differences inequality gives
+P(T - E[T] >= s) <= exp(-2 n s^2); with s = tau - E[T] this is alpha exactly. No
+large-sample approximation is involved (a chi-square test at 1e-7 would rely on the
+asymptotic chi-square tail far out, where it is least accurate). E[T] is exact:
+E|N_i - n P(i)| for N_i ~ Binomial(n, P(i)) is de Moivre's mean absolute deviation
+2 n P(i) (1 - P(i)) Binomial(n - 1, P(i)).pmf(floor(n P(i))), so
+E[T] = sum_i P(i) (1 - P(i)) Binomial(n - 1, P(i)).pmf(floor(n P(i))).
+
+Power >= 0.999 against EVERY law R with TV(R, P) >= eps (worst case, not a few
+chosen mutants). Let A = {i : R(i) > P(i)}; then R(A) - P(A) = TV(R, P) = delta and
+T >= P_n(A) - P(A), so the test rejects whenever N_A >= n (P(A) + tau), where
+N_A ~ Binomial(n, P(A) + delta) when the outcomes follow R. Only a = P(A) is unknown:
+the power is at least
+
+    beta(delta) = inf over a in [0, 1 - delta] of P(Binomial(n, a + delta) >= ceil(n (a + tau))).
+
+On each interval of a where the required count c = ceil(n (a + tau)) is constant the
+probability grows with a, so the infimum is over the left ends of these intervals: a
+finite minimum of exact binomial tails (scipy.special.bdtrc, the function behind
+scipy.stats.binom.sf), `worst_case_power`. beta grows with delta, so eps, the
+smallest delta with beta(delta) >= 0.999, is found by bisection (`eps_at_power`).
+This covers every alternative over the K outcomes: a wrong output law, dependence
+between the positions of a block or the rows of a batch (when the outcome is their
+joint value), anything. A draw that breaks the output contract (wrong type, length,
+a token outside the vocabulary) fails at once.
+
+The lab's `n` per case is the smallest meeting its eps target (`n_for_eps`), and
+`python -m autograder.power <lab>` prints n, eps, and the false-failure bound.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy import special  # binomial tails; scipy.stats (slow to import in a grading kernel) only for power
+from scipy import special  # exact binomial functions; scipy.stats (slow to import in a grading kernel) only for power
 
 __all__ = [
+    "POWER",
     "ExactnessCase",
     "ExactnessFailure",
-    "Region",
-    "acceptance_region",
     "case_false_failure_bound",
+    "case_eps",
     "check_case",
-    "clopper_pearson_toward",
-    "event_matrix",
+    "eps_at_power",
+    "expected_tv",
+    "n_for_eps",
     "power_from_outcomes",
     "power_lower_bound",
+    "threshold",
+    "worst_case_power",
 ]
+
+POWER = 0.999  # power the stated eps guarantees
 
 
 class ExactnessFailure(AssertionError):
@@ -46,11 +77,11 @@ class ExactnessFailure(AssertionError):
 
 @dataclass(frozen=True)
 class ExactnessCase:
-    """One statistical check: draw n outcomes, compare with the exact law.
+    """One statistical check: draw n outcomes, compare them with the exact law.
 
-    draw(fn, rng, n) calls the student's function fn and returns n outcome
-    indices in range(len(law)); the same draw is used for grading (fixed seed)
-    and for the power computation (other seeds, other fn).
+    draw(fn, rng, n) calls the student's function fn and returns n outcome indices in
+    range(len(law)); the same draw is used for grading (fixed seed) and for the power
+    report (other seeds, other fn). `guarantee` says in words which laws eps covers.
     """
 
     name: str
@@ -58,117 +89,164 @@ class ExactnessCase:
     n: int  # outcomes drawn in the hidden test
     draw: Callable[[Callable, np.random.Generator, int], np.ndarray]
     labels: Sequence[str] | None = None  # how outcome i is named in messages
-    pooled: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (K,) bool mask
-    batched: bool = False  # draw() must get all n at once (a batch sampler): the power uses whole batches
+    batched: bool = False  # draw() must get all n at once (a batch sampler)
+    guarantee: str = "the law of one outcome"
 
     def __post_init__(self) -> None:
         law = np.asarray(self.law, dtype=float)
         if law.ndim != 1 or not np.all(law >= 0) or abs(law.sum() - 1) > 1e-9:
             raise ValueError(f"case {self.name}: law must be a probability vector")
-        for name, mask in self.pooled.items():
-            if np.shape(mask) != law.shape:
-                raise ValueError(f"case {self.name}: pooled event {name} has the wrong shape")
+        if self.n < 1:
+            raise ValueError(f"case {self.name}: n must be >= 1")
 
     def label(self, i: int) -> str:
         return self.labels[i] if self.labels is not None else f"token {i}"
 
 
-def event_matrix(case: ExactnessCase) -> tuple[np.ndarray, list[str]]:
-    """(E, K) 0/1 matrix of the tested events (singletons first) and their names."""
-    k = len(case.law)
-    rows = [np.eye(k, dtype=bool)]
-    names = [case.label(i) for i in range(k)]
-    for name, mask in case.pooled.items():
-        rows.append(np.asarray(mask, dtype=bool)[None, :])
-        names.append(name)
-    return np.concatenate(rows, axis=0), names
+# ----------------------------------------------------------------------------- exact binomial tails
+def binom_sf_ge(c: np.ndarray, n: int, prob: np.ndarray) -> np.ndarray:
+    """P(N >= c) for N ~ Binomial(n, prob), exactly (scipy.special.bdtrc(c - 1, n, prob))."""
+    c, prob = np.broadcast_arrays(np.asarray(c, dtype=float), np.clip(np.asarray(prob, dtype=float), 0, 1))
+    out = special.bdtrc(np.clip(c - 1, 0, n), n, prob)
+    return np.where(c <= 0, 1.0, np.where(c > n, 0.0, out))
 
 
-@dataclass(frozen=True)
-class Region:
-    """Two-sided acceptance regions lo <= N_E <= hi for every event E."""
-
-    prob: np.ndarray  # (E,) exact P(E) under the law
-    lo: np.ndarray  # (E,) smallest accepted count
-    hi: np.ndarray  # (E,) largest accepted count
-    tail: np.ndarray  # (E,) exact P(N_E < lo) + P(N_E > hi) under the law
-
-
-def binom_cdf(c: np.ndarray, n: int, prob: np.ndarray) -> np.ndarray:
-    """P(N <= c) for N ~ Binomial(n, prob), exactly (scipy.special.bdtr, as scipy.stats.binom.cdf uses)."""
-    c, prob = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(prob, dtype=float))
-    out = special.bdtr(np.clip(c, 0, n), n, prob)
-    return np.where(c < 0, 0.0, np.where(c >= n, 1.0, out))
+def expected_tv(law: np.ndarray, n: int) -> float:
+    """Exact E[TV(P_n, P)] for n i.i.d. draws from P (de Moivre's mean absolute deviation)."""
+    law = np.asarray(law, dtype=float)
+    p = law[(law > 0) & (law < 1)]
+    if p.size == 0:
+        return 0.0
+    m = np.floor(n * p)
+    m = np.minimum(m, n - 1)
+    log_pmf = (special.gammaln(n) - special.gammaln(m + 1) - special.gammaln(n - m)
+               + m * np.log(p) + (n - 1 - m) * np.log1p(-p))
+    return float(np.sum(p * (1 - p) * np.exp(log_pmf)))
 
 
-def binom_sf(c: np.ndarray, n: int, prob: np.ndarray) -> np.ndarray:
-    """P(N > c) for N ~ Binomial(n, prob)."""
-    c, prob = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(prob, dtype=float))
-    out = special.bdtrc(np.clip(c, 0, n), n, prob)
-    return np.where(c < 0, 1.0, np.where(c >= n, 0.0, out))
+def threshold(law: np.ndarray, n: int, alpha: float) -> float:
+    """tau: reject when TV(P_n, P) >= tau; P(false failure) <= alpha by McDiarmid."""
+    return expected_tv(law, n) + math.sqrt(math.log(1 / alpha) / (2 * n))
 
 
-def _smallest(pred, n: int, size: int) -> np.ndarray:
-    """Smallest integer c in [0, n] with pred(c) true, elementwise; pred must be monotone in c."""
-    lo, hi = np.full(size, -1.0), np.full(size, float(n))  # pred(lo) false (virtually), pred(hi) true
-    while np.any(hi - lo > 1):
-        mid = np.floor((lo + hi) / 2)
-        ok = pred(mid)
-        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
+def _chunk_bounds(n: int, tau: float, delta: float, jl: np.ndarray, jr: np.ndarray) -> np.ndarray:
+    """Lower bound on the power for every a whose required count lies in [jl, jr].
+
+    For such a, a >= a_left = (jl - 1) / n - tau (or 0) and the count needed is <= jr, so
+    P(Binomial(n, a + delta) >= count) >= P(Binomial(n, a_left + delta) >= jr); exact when jl == jr.
+    """
+    a_left = np.maximum((jl - 1) / n - tau - 1e-12, 0.0)  # a hair lower: rounding only lowers the bound
+    return binom_sf_ge(jr, n, a_left + delta)
+
+
+def worst_case_power(n: int, tau: float, delta: float, target: float | None = None) -> float:
+    """Lower bound on P(TV(P_n, P) >= tau) when the outcomes follow any R with TV(R, P) >= delta.
+
+    The infimum over a = P(A) in [0, 1 - delta] is taken over the integer counts
+    j = ceil(n (a + tau)) by branch and bound: a range of counts gets the bound of
+    `_chunk_bounds`, and only ranges that could hold the minimum (or, with `target`, fall
+    below it) are split, down to single counts where the bound is exact. With `target`,
+    the result is exact when below target and otherwise only guaranteed to be >= target.
+    """
+    if delta <= tau:
+        return 0.0
+    if delta >= 1:
+        return 1.0
+    j0 = math.ceil(n * tau)  # count needed when a = 0
+    j_max = min(math.floor(n * (1 - delta + tau)) + 1, n)  # a = (j - 1) / n - tau <= 1 - delta
+    edges = np.unique(np.linspace(j0, j_max + 1, 65).astype(np.int64))
+    jl, jr = edges[:-1], edges[1:] - 1
+    best = np.inf
+    while jl.size:
+        b = _chunk_bounds(n, tau, delta, jl.astype(float), jr.astype(float))
+        exact = jl == jr
+        if exact.any():
+            best = min(best, float(b[exact].min()))
+        if target is not None and best < target:
+            return best
+        cut = target if target is not None else best
+        split = ~exact & (b < cut)
+        if target is not None:
+            best = min(best, float(b[~split].min())) if (~split).any() else best
+        new_l, new_r = [], []
+        for lo, hi in zip(jl[split], jr[split]):
+            e = np.unique(np.linspace(lo, hi + 1, 17).astype(np.int64))
+            new_l.append(e[:-1])
+            new_r.append(e[1:] - 1)
+        jl = np.concatenate(new_l) if new_l else np.array([], dtype=np.int64)
+        jr = np.concatenate(new_r) if new_r else np.array([], dtype=np.int64)
+    return float(best)
+
+
+def eps_at_power(n: int, tau: float, power: float = POWER) -> float:
+    """Smallest delta (rounded up to 1e-5) with worst_case_power(n, tau, delta) >= power (bisection)."""
+    def ok(delta: float) -> bool:
+        return delta >= 1 or worst_case_power(n, tau, delta, target=power) >= power
+
+    guess = tau + 1.6 / math.sqrt(n)  # the normal approximation at a = 1/2: 3.09 standard deviations of 1/(2 sqrt n)
+    lo, hi = guess, guess
+    while lo > tau and ok(lo):
+        lo = max(tau, lo - 0.02 * guess)
+    while not ok(hi):
+        lo, hi = hi, min(1.0, hi + 0.02 * guess)
+    while hi - lo > 2e-6:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return math.ceil(hi * 1e5) / 1e5
+
+
+def case_eps(case: ExactnessCase, alpha: float, power: float = POWER) -> float:
+    """eps of a case: every output law at TV >= eps from case.law is caught with probability >= power."""
+    return eps_at_power(case.n, threshold(case.law, case.n, alpha), power)
+
+
+def n_for_eps(law: np.ndarray, eps: float, alpha: float, power: float = POWER, rel: float = 0.002) -> int:
+    """Smallest n (to a relative rel, rounded up) whose eps at `power` is <= eps.
+
+    eps(n) falls like 1 / sqrt(n): a guess from n = 1000 is bracketed, then bisected.
+    """
+    def ok(n: int) -> bool:
+        return eps_at_power(n, threshold(law, n, alpha), power) <= eps
+
+    e0 = eps_at_power(1000, threshold(law, 1000, alpha), power)
+    guess = max(1, int(1000 * (e0 / eps) ** 2))
+    lo, hi = int(guess * 0.9), int(guess * 1.1) + 1
+    while not ok(hi):
+        lo, hi = hi, int(hi * 1.2) + 1
+    while lo > 1 and ok(lo):
+        hi, lo = lo, int(lo * 0.8)
+    while hi - lo > max(1, rel * hi):
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
     return hi
 
 
-def acceptance_region(prob: np.ndarray, n: int, alpha_each: float) -> Region:
-    """Exact binomial regions, each with tail mass <= alpha_each (half on each side)."""
-    prob = np.clip(np.asarray(prob, dtype=float), 0.0, 1.0)
-    half = alpha_each / 2
-    # lo = smallest c with P(N <= c) >= half, so P(N < lo) < half
-    lo = _smallest(lambda c: binom_cdf(c, n, prob) >= half, n, prob.size)
-    # hi = smallest c with P(N > c) <= half
-    hi = _smallest(lambda c: binom_sf(c, n, prob) <= half, n, prob.size)
-    tail = binom_cdf(lo - 1, n, prob) + binom_sf(hi, n, prob)
-    assert np.all(tail <= alpha_each * (1 + 1e-9)), "binomial region exceeds its error budget"
-    return Region(prob=prob, lo=lo.astype(np.int64), hi=hi.astype(np.int64), tail=tail)
+def case_false_failure_bound(case: ExactnessCase, alpha: float) -> float:
+    """McDiarmid's bound exp(-2 n (tau - E[T])^2) on P(a correct implementation fails the case)."""
+    s = threshold(case.law, case.n, alpha) - expected_tv(case.law, case.n)
+    return float(math.exp(-2 * case.n * s * s))
 
 
-def _region(case: ExactnessCase, alpha_case: float) -> tuple[np.ndarray, list[str], Region]:
-    events, names = event_matrix(case)
-    prob = events.astype(float) @ np.asarray(case.law, dtype=float)
-    return events, names, acceptance_region(prob, case.n, alpha_case / len(names))
-
-
-def case_false_failure_bound(case: ExactnessCase, alpha_case: float) -> float:
-    """Exact union bound on P(a correct implementation fails this case): sum of the tails."""
-    return float(_region(case, alpha_case)[2].tail.sum())
-
-
-def _describe(case: ExactnessCase, counts: np.ndarray, names, region, events) -> str:
-    n = case.n
+# ----------------------------------------------------------------------------- the check
+def _describe(case: ExactnessCase, counts: np.ndarray, tv: float, tau: float) -> str:
+    n = int(counts.sum())
     freq = counts / n
     law = np.asarray(case.law, dtype=float)
-    tv = 0.5 * np.abs(freq - law).sum()
-    # typical TV of a correct sampler at this n: sum_i sqrt(law_i (1 - law_i) / n) * sqrt(2/pi) / 2
-    typical = 0.5 * np.sqrt(2 / np.pi) * np.sqrt(law * (1 - law) / n).sum()
-    ev_counts = events.astype(np.int64) @ counts
-    out = (ev_counts < region.lo) | (ev_counts > region.hi)
-    # rank the failing events by how many standard deviations they are off
-    sd = np.sqrt(np.maximum(n * region.prob * (1 - region.prob), 1e-12))
-    z = (ev_counts - n * region.prob) / sd
-    order = [i for i in np.argsort(-np.abs(z)) if out[i]][:3]
-    parts = [
-        f"{names[i]}: {ev_counts[i] / n:.4f} of your samples, expected {region.prob[i]:.4f}"
-        f" ({z[i]:+.1f} standard deviations)"
-        for i in order
-    ]
-    return (
-        f"[{case.name}] your samples do not follow the target distribution: total variation "
-        f"between your {n} samples and the exact distribution is {tv:.4f} (a correct "
-        f"implementation gives about {typical:.4f}). Largest differences: " + "; ".join(parts)
-    )
+    sd = np.sqrt(np.maximum(law * (1 - law) / n, 1e-300))
+    z = (freq - law) / sd
+    order = np.argsort(-np.abs(freq - law))[:3]
+    parts = []
+    for i in order:
+        dev = "impossible for a correct implementation" if law[i] == 0 and freq[i] > 0 else f"{z[i]:+.1f} standard deviations"
+        parts.append(f"{case.label(int(i))}: {freq[i]:.4f} of your samples, expected {law[i]:.4f} ({dev})")
+    return (f"[{case.name}] your samples do not follow the target distribution: the total variation "
+            f"between your {n} samples and the exact distribution is {tv:.4f}, a correct implementation "
+            f"stays below {tau:.4f} (expected about {expected_tv(law, n):.4f}). Largest differences: "
+            + "; ".join(parts))
 
 
-def check_case(case: ExactnessCase, fn: Callable, rng: np.random.Generator, alpha_case: float) -> None:
-    """Draw case.n outcomes from fn and raise ExactnessFailure if they contradict the law."""
+def check_case(case: ExactnessCase, fn: Callable, rng: np.random.Generator, alpha: float) -> None:
+    """Draw case.n outcomes from fn and raise ExactnessFailure if TV(P_n, law) >= tau."""
     outcomes = np.asarray(case.draw(fn, rng, case.n))
     k = len(case.law)
     if outcomes.shape != (case.n,):
@@ -176,50 +254,46 @@ def check_case(case: ExactnessCase, fn: Callable, rng: np.random.Generator, alph
     if outcomes.size and (outcomes.min() < 0 or outcomes.max() >= k):
         raise AssertionError(f"[{case.name}] an outcome is outside the {k} possible values")
     counts = np.bincount(outcomes.astype(np.int64), minlength=k)
-    events, names, region = _region(case, alpha_case)
-    ev_counts = events.astype(np.int64) @ counts
-    if np.any((ev_counts < region.lo) | (ev_counts > region.hi)):
-        raise ExactnessFailure(_describe(case, counts, names, region, events))
+    law = np.asarray(case.law, dtype=float)
+    tv = 0.5 * float(np.abs(counts / case.n - law).sum())
+    tau = threshold(law, case.n, alpha)
+    if tv >= tau or np.any(counts[law == 0] > 0):
+        raise ExactnessFailure(_describe(case, counts, tv, tau))
 
 
-def clopper_pearson_toward(successes: np.ndarray, m: int, target: np.ndarray, conf_fail: float) -> np.ndarray:
-    """The end of the Clopper-Pearson interval (level 1 - conf_fail) nearest to target.
-
-    Used to turn a simulated estimate of a wrong implementation's event probability
-    into a pessimistic one: the returned value is at least as close to the correct
-    probability as the truth, except with probability conf_fail per event. Where the
-    interval contains target, target itself is returned (no claim of power).
-    """
-    successes = np.asarray(successes, dtype=float)
-    from scipy import stats
-
-    a = conf_fail / 2
-    lo = np.where(successes > 0, stats.beta.ppf(a, successes, m - successes + 1), 0.0)
-    hi = np.where(successes < m, stats.beta.isf(a, successes + 1, m - successes), 1.0)
-    return np.clip(target, lo, hi)
+# ----------------------------------------------------------------------------- power against a given law
+def _power_for_set(n: int, tau: float, p_set: float, r_set: float) -> float:
+    """P(N_A >= n (P(A) + tau)) for N_A ~ Binomial(n, r_set): a lower bound on the power."""
+    need = math.ceil(n * (p_set + tau))
+    return float(binom_sf_ge(np.array(need), n, np.array(r_set)))
 
 
-def power_lower_bound(case: ExactnessCase, alpha_case: float, wrong_law: np.ndarray) -> float:
-    """Exact lower bound on P(case fails) when outcomes follow wrong_law instead of case.law."""
-    events, _, region = _region(case, alpha_case)
-    m = np.clip(events.astype(float) @ np.asarray(wrong_law, dtype=float), 0.0, 1.0)
-    return float(np.max(_outside_prob(region, case.n, m)))
+def power_lower_bound(case: ExactnessCase, alpha: float, wrong_law: np.ndarray) -> float:
+    """Exact lower bound on P(case fails) when the outcomes follow wrong_law instead of case.law."""
+    law = np.asarray(case.law, dtype=float)
+    wrong = np.asarray(wrong_law, dtype=float)
+    a = wrong > law
+    return _power_for_set(case.n, threshold(law, case.n, alpha), float(law[a].sum()), float(wrong[a].sum()))
 
 
-def _outside_prob(region: Region, n: int, m: np.ndarray) -> np.ndarray:
-    return binom_cdf(region.lo - 1, n, m) + binom_sf(region.hi, n, m)
-
-
-def power_from_outcomes(case: ExactnessCase, alpha_case: float, outcomes: np.ndarray, conf_fail: float = 1e-4) -> float:
+def power_from_outcomes(case: ExactnessCase, alpha: float, outcomes: np.ndarray, conf_fail: float = 1e-4) -> float:
     """Power lower bound against an implementation whose i.i.d. outcomes (fresh seeds) are given.
 
-    Each event's probability under that implementation is replaced by the end of its
-    Clopper-Pearson interval (level 1 - conf_fail) nearest to the correct value, then
-    the exact binomial power is taken. The result is a lower bound on the true power
-    except with probability <= conf_fail * (number of events).
+    The first half of the outcomes picks the set A = {i : P_half(i) > P(i)}; the second
+    half, independent of that choice, gives a Clopper-Pearson lower end (level
+    1 - conf_fail) of R(A); the exact binomial power of the set A at that value is a lower
+    bound on the true power except with probability <= conf_fail.
     """
-    events, _, region = _region(case, alpha_case)
-    counts = np.bincount(np.asarray(outcomes, dtype=np.int64), minlength=len(case.law))
-    ev_counts = events.astype(np.int64) @ counts
-    pess = clopper_pearson_toward(ev_counts, len(outcomes), region.prob, conf_fail)
-    return float(np.max(_outside_prob(region, case.n, pess)))
+    from scipy import stats
+
+    outcomes = np.asarray(outcomes, dtype=np.int64)
+    law = np.asarray(case.law, dtype=float)
+    k = len(law)
+    half = len(outcomes) // 2
+    first = np.bincount(outcomes[:half], minlength=k) / max(half, 1)
+    a = first > law
+    second = outcomes[half:]
+    m = len(second)
+    hits = int(np.isin(second, np.flatnonzero(a)).sum())
+    r_low = float(stats.beta.ppf(conf_fail, hits, m - hits + 1)) if hits > 0 else 0.0
+    return _power_for_set(case.n, threshold(law, case.n, alpha), float(law[a].sum()), r_low)

@@ -324,3 +324,194 @@ def batch_ratio_from_first_row(p, q, rng):
     rcdf = np.cumsum(resid / np.where(mass > 0, mass, 1.0), axis=1)
     y = np.minimum((rcdf <= rng.random(batch)[:, None]).sum(axis=1), vocab - 1)
     return np.where(accept, x, y)
+
+
+# ----------------------------------------------------------------------------- issue 14: near the edge of eps
+# Wrong implementations a student could well hand in, off by a small total variation, right except on
+# rare events, or right in every marginal but not in the joint law. `python -m autograder.power lab1`
+# prints how likely each is caught; tests/test_lab1_checks.py states their output TV against the eps of a case.
+@mutant(2, "speculative_sample", MUTANTS)
+def sampler_smoothed_ratio(p, q, rng):
+    """Adds 0.02 to q(x) in the ratio 'to avoid dividing by zero': acceptance slightly too low."""
+    q = check_distribution(q, "q")
+    p = check_distribution(p, "p", size=q.size)
+    x = sample_from(q, rng)
+    if rng.random() < min(1.0, p[x] / (q[x] + 0.02)):
+        return x
+    return sample_from(residual_distribution(p, q), rng)
+
+
+@mutant(2, "speculative_sample", MUTANTS)
+def sampler_rare_residual_shortcut(p, q, rng):
+    """When the residual holds under 10% of the mass (a rare rejection), returns its most likely token."""
+    q = check_distribution(q, "q")
+    p = check_distribution(p, "p", size=q.size)
+    x = sample_from(q, rng)
+    if rng.random() < acceptance_prob(p, q, x):
+        return x
+    resid = residual_distribution(p, q)
+    if np.maximum(p - q, 0.0).sum() < 0.1:
+        return int(np.argmax(resid))
+    return sample_from(resid, rng)
+
+
+@mutant(2, "speculative_sample", MUTANTS)
+def sampler_one_uniform(p, q, rng):
+    """Uses one uniform both to draft (inverse CDF of q) and to accept: the test is not independent of x."""
+    q = check_distribution(q, "q")
+    p = check_distribution(p, "p", size=q.size)
+    u = rng.random()
+    x = int(min(np.searchsorted(np.cumsum(q), u, side="right"), len(q) - 1))
+    if u < acceptance_prob(p, q, x):
+        return x
+    return sample_from(residual_distribution(p, q), rng)
+
+
+@mutant(3, "verify_block", MUTANTS)
+def block_one_uniform_per_block(draft_tokens, p_rows, q_rows, rng):
+    """Draws one uniform per block and compares it at every position: acceptances are dependent."""
+    draft_tokens = np.asarray(draft_tokens)
+    k = len(draft_tokens)
+    if k < 1:
+        raise ValueError("k >= 1")
+    if np.shape(p_rows) != (k + 1, np.shape(q_rows)[1]) or np.shape(q_rows)[0] != k:
+        raise ValueError("shapes")
+    u = rng.random()
+    emitted = []
+    for i in range(k):
+        x = int(draft_tokens[i])
+        if u < acceptance_prob(p_rows[i], q_rows[i], x):
+            emitted.append(x)
+            continue
+        emitted.append(sample_from(residual_distribution(p_rows[i], q_rows[i]), rng))
+        return emitted, i
+    emitted.append(sample_from(check_distribution(p_rows[k], "p_rows[k]"), rng))
+    return emitted, k
+
+
+@mutant(3, "verify_block", MUTANTS)
+def block_bonus_reuses_last_uniform(draft_tokens, p_rows, q_rows, rng):
+    """Draws the bonus token by inverting p_rows[k]'s CDF at the uniform of the last acceptance test."""
+    draft_tokens = np.asarray(draft_tokens)
+    k = len(draft_tokens)
+    if k < 1:
+        raise ValueError("k >= 1")
+    if np.shape(p_rows) != (k + 1, np.shape(q_rows)[1]) or np.shape(q_rows)[0] != k:
+        raise ValueError("shapes")
+    emitted = []
+    u = 0.0
+    for i in range(k):
+        x = int(draft_tokens[i])
+        u = rng.random()
+        if u < acceptance_prob(p_rows[i], q_rows[i], x):
+            emitted.append(x)
+            continue
+        emitted.append(sample_from(residual_distribution(p_rows[i], q_rows[i]), rng))
+        return emitted, i
+    last = check_distribution(p_rows[k], "p_rows[k]")
+    emitted.append(int(min(np.searchsorted(np.cumsum(last), u, side="right"), len(last) - 1)))
+    return emitted, k
+
+
+@mutant(3, "verify_block", MUTANTS)
+def block_residual_from_first_row(draft_tokens, p_rows, q_rows, rng):
+    """After a rejection at position i, resamples from the residual of row 0 instead of row i."""
+    draft_tokens = np.asarray(draft_tokens)
+    k = len(draft_tokens)
+    if k < 1:
+        raise ValueError("k >= 1")
+    if np.shape(p_rows) != (k + 1, np.shape(q_rows)[1]) or np.shape(q_rows)[0] != k:
+        raise ValueError("shapes")
+    emitted = []
+    for i in range(k):
+        x = int(draft_tokens[i])
+        if rng.random() < acceptance_prob(p_rows[i], q_rows[i], x):
+            emitted.append(x)
+            continue
+        if np.maximum(p_rows[0] - q_rows[0], 0).sum() > 1e-12:
+            emitted.append(sample_from(residual_distribution(p_rows[0], q_rows[0]), rng))
+        else:
+            emitted.append(sample_from(residual_distribution(p_rows[i], q_rows[i]), rng))
+        return emitted, i
+    emitted.append(sample_from(check_distribution(p_rows[k], "p_rows[k]"), rng))
+    return emitted, k
+
+
+@mutant(3, "verify_block", MUTANTS)
+def block_later_positions_discounted(draft_tokens, p_rows, q_rows, rng):
+    """Accepts draft i with probability 0.9**i * min(1, p/q) ("later drafts are less reliable")."""
+    draft_tokens = np.asarray(draft_tokens)
+    k = len(draft_tokens)
+    if k < 1:
+        raise ValueError("k >= 1")
+    if np.shape(p_rows) != (k + 1, np.shape(q_rows)[1]) or np.shape(q_rows)[0] != k:
+        raise ValueError("shapes")
+    emitted = []
+    for i in range(k):
+        x = int(draft_tokens[i])
+        if rng.random() < 0.9**i * acceptance_prob(p_rows[i], q_rows[i], x):
+            emitted.append(x)
+            continue
+        emitted.append(sample_from(residual_distribution(p_rows[i], q_rows[i]), rng))
+        return emitted, i
+    emitted.append(sample_from(check_distribution(p_rows[k], "p_rows[k]"), rng))
+    return emitted, k
+
+
+@mutant(5, "speculative_sample_batch", MUTANTS)
+def batch_cdf_of_first_row(p, q, rng):
+    """Builds the draft's CDF from row 0 only: right when every row has the same law."""
+    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
+    if p.ndim != 2 or p.shape != q.shape:
+        raise ValueError("shapes")
+    if np.any(p < 0) or np.any(np.abs(p.sum(axis=1) - 1) > TOL) or np.any(np.abs(q.sum(axis=1) - 1) > TOL):
+        raise ValueError("rows")
+    batch, vocab = p.shape
+    rows = np.arange(batch)
+    x = np.minimum(np.searchsorted(np.cumsum(q[0]), rng.random(batch), side="right"), vocab - 1)
+    accept = rng.random(batch) * q[rows, x] < p[rows, x]
+    resid = np.maximum(p - q, 0.0)
+    mass = resid.sum(axis=1, keepdims=True)
+    rcdf = np.cumsum(resid / np.where(mass > 0, mass, 1.0), axis=1)
+    y = np.minimum((rcdf <= rng.random(batch)[:, None]).sum(axis=1), vocab - 1)
+    return np.where(accept, x, y)
+
+
+@mutant(5, "speculative_sample_batch", MUTANTS)
+def batch_neighbours_share_uniforms(p, q, rng):
+    """Draws one set of uniforms per pair of rows (to save random numbers): neighbouring rows are dependent."""
+    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
+    if p.ndim != 2 or p.shape != q.shape:
+        raise ValueError("shapes")
+    if np.any(p < 0) or np.any(np.abs(p.sum(axis=1) - 1) > TOL) or np.any(np.abs(q.sum(axis=1) - 1) > TOL):
+        raise ValueError("rows")
+    batch, vocab = p.shape
+    rows = np.arange(batch)
+    half = (batch + 1) // 2
+    u = np.repeat(rng.random((3, half)), 2, axis=1)[:, :batch]
+    x = np.minimum((np.cumsum(q, axis=1) <= u[0][:, None]).sum(axis=1), vocab - 1)
+    accept = u[1] * q[rows, x] < p[rows, x]
+    resid = np.maximum(p - q, 0.0)
+    mass = resid.sum(axis=1, keepdims=True)
+    rcdf = np.cumsum(resid / np.where(mass > 0, mass, 1.0), axis=1)
+    y = np.minimum((rcdf <= u[2][:, None]).sum(axis=1), vocab - 1)
+    return np.where(accept, x, y)
+
+
+@mutant(5, "speculative_sample_batch", MUTANTS)
+def batch_accept_with_le(p, q, rng):
+    """Accepts when u * q(x) <= 1.05 * p(x): a 5% slack 'for float rounding' biases every row a little."""
+    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
+    if p.ndim != 2 or p.shape != q.shape:
+        raise ValueError("shapes")
+    if np.any(p < 0) or np.any(np.abs(p.sum(axis=1) - 1) > TOL) or np.any(np.abs(q.sum(axis=1) - 1) > TOL):
+        raise ValueError("rows")
+    batch, vocab = p.shape
+    rows = np.arange(batch)
+    x = np.minimum((np.cumsum(q, axis=1) <= rng.random(batch)[:, None]).sum(axis=1), vocab - 1)
+    accept = rng.random(batch) * q[rows, x] <= 1.05 * p[rows, x]
+    resid = np.maximum(p - q, 0.0)
+    mass = resid.sum(axis=1, keepdims=True)
+    rcdf = np.cumsum(resid / np.where(mass > 0, mass, 1.0), axis=1)
+    y = np.minimum((rcdf <= rng.random(batch)[:, None]).sum(axis=1), vocab - 1)
+    return np.where(accept, x, y)
