@@ -44,14 +44,17 @@ def build(source: Path, output: Path) -> subprocess.CompletedProcess:
 
 
 def mini_book(tmp_path: Path, extra_markdown: str) -> Path:
-    """A one-page copy of the course book (same _config.yml) with `extra_markdown` appended."""
+    """A one-page book with the course's _config.yml and page header, its body `extra_markdown`."""
     book = tmp_path / "book_src"
     (book / "book").mkdir(parents=True)
     shutil.copy(ROOT / "_config.yml", book)
     shutil.copy(ROOT / "references.bib", book)
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\n")
+    # the course's own front matter (jupytext header), a page body of its own: the real intro
+    # links to other pages of the book ({doc}`notation`), which a one-page book does not have
     intro = (ROOT / "book" / "intro.md").read_text()
-    (book / "book" / "intro.md").write_text(intro + "\n" + extra_markdown + "\n")
+    header = intro[: intro.index("\n---\n", 4) + 5]
+    (book / "book" / "intro.md").write_text(header + "\n# A one-page book\n\n" + extra_markdown + "\n")
     return book
 
 
