@@ -283,8 +283,8 @@ def _config(argv):
 
 
 @pytest.mark.parametrize(("argv", "timeout"), [(["nbgrader", "autograde", "lab1"], 120),
-                                               (["nbgrader", "autograde", "--assignment=lab2"], 300),
-                                               (["nbgrader", "db", "student", "list"], 300)])
+                                               (["nbgrader", "autograde", "--assignment=lab2"], 360),
+                                               (["nbgrader", "db", "student", "list"], 360)])
 def test_config_sets_per_lab_timeout_and_course_folders(argv, timeout):
     c = _config(argv)
     assert c.Execute.timeout == timeout

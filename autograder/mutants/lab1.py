@@ -314,6 +314,11 @@ def batch_residual_normalised_over_batch(p, q, rng):
 def batch_ratio_from_first_row(p, q, rng):
     """Takes the acceptance ratio p(x)/q(x) from row 0 for every row (an indexing slip)."""
     p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
+    if p.ndim != 2 or p.shape != q.shape:  # the reference's input checks, kept: the slip is the ratio only
+        raise ValueError(f"p and q must both have shape (B, V), got {p.shape} and {q.shape}")
+    for name, m in (("p", p), ("q", q)):
+        if not np.all(np.isfinite(m)) or np.any(m < 0) or np.any(np.abs(m.sum(axis=1) - 1) > TOL):
+            raise ValueError(f"every row of {name} must be a probability vector")
     batch, vocab = p.shape
     cdf = np.cumsum(q, axis=1)
     x = np.minimum((cdf <= rng.random(batch)[:, None]).sum(axis=1), vocab - 1)
