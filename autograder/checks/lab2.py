@@ -15,6 +15,7 @@ medians of interleaved repeats after warm-up, the course's own baseline
 from __future__ import annotations
 
 import os
+import sys
 from typing import Callable
 
 import numpy as np
@@ -246,7 +247,8 @@ def check_sampling_exactness(speculative_decode: Callable, seed: int = 2026) -> 
     check_sampling_contracts(speculative_decode)
     cases = sampling_cases()
     rng = np.random.default_rng(seed)
-    for case in tqdm(cases, desc="sampling exactness", disable=not GRADING, mininterval=10):
+    # progress on stdout: nbgrader scores a test cell that wrote to stderr as failed
+    for case in tqdm(cases, desc="sampling exactness", disable=not GRADING, mininterval=10, file=sys.stdout):
         check_case(case, speculative_decode, rng, ALPHA_CELL / len(cases))
 
 
