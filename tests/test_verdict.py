@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from autograder.checks.calls import call_each
 from autograder import sandbox, verdict
 
 
@@ -82,7 +83,10 @@ NOTEBOOK_CELLS = [
     ("code", {}, "def square(x):\n    return np.asarray(x) ** 2\n\n\ndef picky(x):\n    raise ValueError('no')\n\n\n"
                  "def slow(x):\n    import time\n    time.sleep(100)\n\n\ndef draw(rng):\n    return rng.integers(10, size=3)\n\n\n"
                  "def leave():\n    import os\n    os._exit(0)\n\n\n"
-                 "def draw_torch(generator=None):\n    import torch\n    return torch.rand(5, generator=generator)\n"),
+                 "def draw_torch(generator=None):\n    import torch\n    return torch.rand(5, generator=generator)\n\n\n"
+                 "def spoil(p, rng):\n    x = int(rng.integers(len(p)))\n    if p[0] < 0:\n        raise ValueError('saw a spoiled p')\n"
+                 "    p[0] = -1.0\n    if len(p) == 3:\n        raise KeyError('three')\n    return x\n\n\n"
+                 "def tokens(n):\n    return np.arange(n, dtype=np.int64) % 7 - 3\n"),
     ("code", {"nbgrader": {"grade": True, "grade_id": "t1", "solution": False}}, "pass"),
     ("code", {}, "while True:\n    pass\n"),  # interrupted at the cell limit; the notebook goes on
     ("code", {"nbgrader": {"grade": True, "grade_id": "t2", "solution": False}}, "pass"),
@@ -108,7 +112,7 @@ def test_harness_in_a_real_sandbox(tmp_path):
                          str(scratch / "nb.ipynb"), "--cell-timeout", "2"], scratch, scratch, env,
                         sandbox.Limits(memory_mb=2048), uid, tmp_path / "log",
                         [repo / "autograder" / "__init__.py", repo / "autograder" / "replay.py",
-                         repo / "autograder" / "verdict.py"])
+                         repo / "autograder" / "verdict.py", repo / "autograder" / "checks"])
     h = verdict.Harness(s, {}, deadline=time.monotonic() + 120)
     try:
         assert h.wait_at(60) == "t1"
@@ -129,6 +133,25 @@ def test_harness_in_a_real_sandbox(tmp_path):
         h.call("draw_torch", (), {"generator": gen}, 10)
         torch.rand(5, generator=gen_twin)
         assert torch.equal(gen.get_state(), gen_twin.get_state())  # keyword generators too
+        # many calls in one round trip (autograder/checks/calls.py): the loop's results and generator
+        # state, a fresh copy of the array for each call (spoil() would raise on a reused one)
+        p = np.ones(100) / 100
+        rng, twin = np.random.default_rng(11), np.random.default_rng(11)
+        stand_in = verdict._StandIn(h, "spoil", 10)
+        got = call_each(stand_in, [(p, rng)] * 50)
+        want = [int(twin.integers(100)) for _ in range(50)]
+        assert got == want and rng.bit_generator.state == twin.bit_generator.state and p[0] == 0.01
+        with pytest.raises(KeyError):  # the first exception stops the calls and comes back as itself
+            call_each(stand_in, [(p, rng)] * 5 + [(np.ones(3) / 3, rng)] + [(p, rng)] * 5)
+        for n in (100, 100, 100, 100, 100, 3):
+            twin.integers(n)
+        assert rng.bit_generator.state == twin.bit_generator.state  # advanced by the calls made, up to the error
+        assert len(call_each(verdict._StandIn(h, "square", 10), [])) == 0
+        with pytest.raises(TimeoutError):  # one time limit for all the calls
+            call_each(verdict._StandIn(h, "slow", 1), [(1,)] * 3)
+        for n in (5, 5000):  # large integer outputs travel narrowed and arrive as int64
+            out = h.call("tokens", (n,), {}, 10)
+            assert out.dtype == np.int64 and np.array_equal(out, np.arange(n) % 7 - 3)
         h.next()
         assert h.wait_at(60) == "t2"  # the infinite loop between was interrupted
         with pytest.raises(verdict.HarnessGone):
@@ -137,3 +160,38 @@ def test_harness_in_a_real_sandbox(tmp_path):
         s.close()
     if sandbox.capabilities().root:
         assert sandbox.processes_of(uid) == []
+
+
+def test_call_each_in_process_is_the_plain_loop():
+    """Outside the verdict call_each is the loop, each call with fresh copies of the arrays."""
+    def spoil(p, rng):
+        assert p[0] == 0.5, "a previous call's change reached this call"
+        p[0] = -1.0
+        return int(rng.integers(10))
+
+    p, rng, twin = np.array([0.5, 0.5]), np.random.default_rng(4), np.random.default_rng(4)
+    assert call_each(spoil, [(p, rng)] * 20) == [int(twin.integers(10)) for _ in range(20)]
+    assert p[0] == 0.5 and rng.bit_generator.state == twin.bit_generator.state
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint16, np.uint64])
+def test_narrowed_integers_round_trip(dtype):
+    x = (np.arange(3000) % 200).astype(dtype)
+    enc = verdict.encode(x)
+    assert enc.get("as") == ("<i2" if x.dtype.itemsize > 2 else None)  # 0..199 does not fit int8
+    back = verdict.decode(json.loads(json.dumps(enc)))
+    assert back.dtype == x.dtype and np.array_equal(back, x)
+    bad = dict(verdict.encode(x.astype(np.int64)), **{"as": "<f8"})  # a float "narrowing" is refused, not reinterpreted
+    with pytest.raises(verdict.Unportable):
+        verdict.decode(bad)
+
+
+def test_tiled_arrays_travel_as_one_row():
+    x = np.tile(np.array([0.1, 0.2, 0.7]), (50_000, 1))
+    enc = verdict.encode(x)
+    assert "__tile__" in enc and len(json.dumps(enc)) < 1000
+    back = verdict.decode(json.loads(json.dumps(enc)))
+    assert back.dtype == x.dtype and np.array_equal(back, x)
+    y = x.copy()
+    y[-1, 0] = 0.2  # one row differs: sent whole
+    assert "__tile__" not in verdict.encode(y) and np.array_equal(verdict.decode(verdict.encode(y)), y)

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from . import CellSpec
+from . import CellSpec, defer_to_grader
+from .calls import call_each
 from .stats import ExactnessCase, check_case
 
 ALPHA_CELL = 1e-6  # false-failure budget of the statistical test cell
@@ -189,8 +190,10 @@ def sampling_cases() -> list[ExactnessCase]:
             gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
             prompt = torch.tensor(TOY_PROMPT)
             out = np.empty(n, dtype=np.int64)
-            for j in range(n):
-                new, _ = fn(t, d, prompt, TOY_NEW, k, temperature=temp, top_k=top_k, top_p=top_p, generator=gen)
+            results = call_each(fn, [(t, d, prompt, TOY_NEW, k)] * n, temperature=temp, top_k=top_k, top_p=top_p,
+                                generator=gen)
+            for j, result in enumerate(results):
+                new, _ = result
                 new = [int(x) for x in new]
                 if len(new) != TOY_NEW or not all(0 <= x < 4 for x in new):
                     raise AssertionError(f"[{name}] asked for {TOY_NEW} new tokens in a vocabulary of 4, got {new}")
@@ -203,6 +206,9 @@ def sampling_cases() -> list[ExactnessCase]:
     return cases
 
 
+check_rollback.in_grader = False  # passes the student an on_step callback: judged inside the notebook
+
+
 def check_sampling_contracts(speculative_decode: Callable) -> None:
     """Same generator seed, same tokens; global RNG states untouched; k < 1 raises ValueError."""
     from speclab.toy import toy_pair
@@ -212,7 +218,8 @@ def check_sampling_contracts(speculative_decode: Callable) -> None:
 
     def run(seed: int) -> list:
         gen = torch.Generator().manual_seed(seed)
-        return [list(speculative_decode(t, d, prompt, 6, 2, temperature=1.0, generator=gen)[0]) for _ in range(20)]
+        return [list(out[0]) for out in call_each(speculative_decode, [(t, d, prompt, 6, 2)] * 20, temperature=1.0,
+                                                   generator=gen)]
 
     torch_state, np_state = torch.get_rng_state(), np.random.get_state()
     first, second = run(5), run(5)
@@ -434,3 +441,5 @@ CELLS: list[CellSpec] = [
     CellSpec("test_bytes", 4, 2, check_decode_bytes, ("decode_bytes",)),
     CellSpec("test_bandwidth", 4, 1, check_bandwidth, ("copy_bandwidth",)),
 ]
+
+defer_to_grader(globals())  # the grading pipeline's nbgrader run leaves these checks to the grader

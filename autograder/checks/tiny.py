@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import CellSpec
+from . import CellSpec, defer_to_grader
 
 
 def check_add(add: Callable) -> None:
@@ -33,3 +33,5 @@ CELLS: list[CellSpec] = [
     CellSpec("test_add", 1, 2, check_add, ("add",)),
     CellSpec("test_scale", 1, 3, check_scale, ("scale",)),
 ]
+
+defer_to_grader(globals())  # the grading pipeline's nbgrader run leaves these checks to the grader
