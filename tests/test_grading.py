@@ -59,7 +59,7 @@ def _variants(rel):
             "ip = get_ipython()\nip.showtraceback = lambda *a, **k: None\n"
             "ip._showtraceback = lambda *a, **k: None\nimport sys\nsys.excepthook = lambda *a: None"]),
             HALF_PTS, "test_scale"),
-        "patches_numpy_scipy": (F.student(rel, F.HALF, after=[PATCH_ALL]), HALF_PTS, "fails the grader's own check"),
+        "patches_numpy_scipy": (F.student(rel, F.HALF, after=[PATCH_ALL]), HALF_PTS, "test_scale: AssertionError"),
         "vandal": (F.student(rel, after=["import os, shutil\nshutil.rmtree('../../../submitted', ignore_errors=True)\n"
                                          "open('../../../gradebook.db', 'w').write('junk')"]), FULL, "gradebook"),
         "invalid_json": (b'{"cells": [', 0.0, "not a valid notebook"),
