@@ -296,10 +296,10 @@ def test_power_report_is_current_and_meets_target():
     """The committed power table covers this catalog at these sample sizes, all >= 0.999."""
     report = json.loads((ROOT / "autograder" / "mutants" / "lab1_power.json").read_text())
     assert [m["name"] for m in report["mutants"]] == [m.name for m in MUTANTS]
-    # the simulated lower bound is loose for a mutant just above eps; the one below 0.999 here has its exact law
-    # computed in test_catalog_exercises_the_guarantee_near_its_edge, where the exact power is >= 0.999
-    exact_law_checked = {"sampler_rare_residual_shortcut"}
-    assert all(m["detection"] >= 0.999 for m in report["mutants"] if m["name"] not in exact_law_checked)
+    # a mutant just above eps needs more fresh draws than the default cap for a tight simulated bound: its
+    # entry records the cap it was computed with (python -m autograder.power lab1 --only NAME --max-draws N)
+    assert all(m["detection"] >= 0.999 for m in report["mutants"]), [m["name"] for m in report["mutants"]
+                                                                      if m["detection"] < 0.999]
     sizes = {name: n for cell in report["cells"] for name, n in cell.get("n", {}).items()}
     assert sizes == {c.name: c.n for cell in L.CELLS if cell.cases for c in cell.cases()}
     assert all(cell["false_failure"] <= L.ALPHA_CELL * (1 + 1e-9) for cell in report["cells"])  # float rounding
