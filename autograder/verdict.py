@@ -76,7 +76,7 @@ def encode(x, refs: dict | None = None, depth: int = 0):
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in DTYPE_KINDS:
             raise Unportable(f"array of dtype {x.dtype}")
-        if x.ndim >= 2 and x.nbytes >= CACHE_BYTES and len(x) > 1 and (x == x[0]).all():
+        if x.ndim >= 2 and x.nbytes >= CACHE_BYTES and len(x) > 1 and _rows_alike(x):
             # rows all alike (the checks' np.tile of one (p, q) pair): one row and a count
             return {"__tile__": encode(x[0], None, depth + 1), "reps": len(x)}
         out = {"__nd__": x.dtype.str, "shape": list(x.shape)}
@@ -109,6 +109,14 @@ def encode(x, refs: dict | None = None, depth: int = 0):
         return {"__dc__": f"{type(x).__module__}:{type(x).__qualname__}",
                 "fields": {f.name: encode(getattr(x, f.name), refs, depth + 1) for f in dataclasses.fields(x)}}
     raise Unportable(f"a {type(x).__module__}.{type(x).__qualname__} cannot cross the sandbox")
+
+
+def _rows_alike(x) -> bool:
+    """Every row of x bit for bit the same as the first (so -0.0 and 0.0 differ, a NaN equals itself)."""
+    import numpy as np
+
+    b = np.ascontiguousarray(x).view(np.uint8).reshape(len(x), -1)
+    return bool((b == b[0]).all())
 
 
 def _narrow_int(x) -> "object | None":

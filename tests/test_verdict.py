@@ -195,3 +195,9 @@ def test_tiled_arrays_travel_as_one_row():
     y = x.copy()
     y[-1, 0] = 0.2  # one row differs: sent whole
     assert "__tile__" not in verdict.encode(y) and np.array_equal(verdict.decode(verdict.encode(y)), y)
+    z = x.copy()
+    z[7, 1] = -0.0 if z[0, 1] == 0 else z[0, 1]
+    z[:, 0] = 0.0
+    z[3, 0] = -0.0  # equal as numbers, not as bits: sent whole, the sign kept
+    back = verdict.decode(json.loads(json.dumps(verdict.encode(z))))
+    assert np.signbit(back[3, 0]) and not np.signbit(back[2, 0])
