@@ -179,3 +179,18 @@ def test_lab_text_quotes_the_course_settings():
     assert (f"a {PRESETS['target'].n_layer}-block byte-level\ntarget and a {PRESETS['draft'].n_layer}-block draft"
             in text["intro"])
     assert f"reach {C.SPEEDUP_CPU}×" in text["part3"] and f"at least {C.THEORY_FRACTION} ×" in text["part3"]
+
+
+def test_committed_power_report_states_the_current_cell_notes():
+    """`python -m autograder.power LAB --show` prints the committed notes: they must be the checks' own."""
+    import json
+    from pathlib import Path
+
+    from autograder.checks import lab1, lab2
+
+    root = Path(__file__).resolve().parents[1] / "autograder" / "mutants"
+    for name, module in (("lab1", lab1), ("lab2", lab2)):
+        report = json.loads((root / f"{name}_power.json").read_text())
+        for cell in report["cells"]:
+            if cell.get("kind") == "deterministic":
+                assert cell["note"].startswith(module.DETERMINISTIC_NOTES[cell["grade_id"]]), (name, cell["grade_id"])
