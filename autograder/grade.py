@@ -214,10 +214,9 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     env = student_env(cfg, root)
     env[timing.LOCK_ENV] = str(_timing_lock_file(cfg))  # one student timed at a time, across workers
     deferred = _deferred_checks(cfg) if cfg.recheck else {}
-    deferred_ids = set(deferred)
     if usable:
-        nb_env = dict(env, **{DEFER_ENV: ";".join(f"{m}:{','.join(names)}" for cell in deferred.values()
-                                                  for m, names in cell.items())})
+        nb_env = dict(env, **{DEFER_ENV: ";".join(f"{spec.module}:{','.join(check for check, _ in spec.calls)}"
+                                                  for spec in deferred.values())})
         res = _sandboxed(cfg, [*NBGRADER, "autograde", cfg.lab, f"--student={student}", "--force"],
                          root, root, nb_env, lim.notebook_timeout_s * len(usable) + 60, uid, "autograde.log")
         try:  # nbgrader's verdict, read once its sandbox is gone; the student may have altered it (see below)
@@ -256,12 +255,12 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
                 ok, err = passed.get(gid, (False, "not reached"))
                 if score > 0 and not ok:
                     scores[name][gid] = 0.0
-                    if gid in judged and gid in deferred_ids:  # nbgrader left this check to the grader
+                    if gid in judged and gid in deferred:  # nbgrader left this check to the grader
                         problems.append(f"{name}.ipynb {gid}: {err[:600]}; 0 points")
                     elif gid in judged:
                         problems.append(f"{name}.ipynb {gid}: passed inside the notebook but fails the grader's "
                                         f"own check ({err[:160]}); 0 points")
-                    elif gid in deferred_ids:  # deferred, then not judgeable after all: the clean re-run decided
+                    elif gid in deferred:  # deferred, then not judgeable after all: the clean re-run decided
                         problems.append(f"{name}.ipynb {gid}: {err[:600]} (checked in a clean re-run); 0 points")
                     else:
                         problems.append(recheck_problem(name, gid, err))
@@ -328,20 +327,20 @@ def _recheck(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: 
 _SPECS: dict[str, dict] = {}
 
 
-def _deferred_checks(cfg: Config) -> dict[str, dict[str, list[str]]]:
-    """The check functions the pipeline's nbgrader run leaves to the grader's own verdict
-    (autograder.checks.defer_to_grader): {grade id: {checks module: [check, ...]}} for the cells
-    the verdict judges whose every check can run in the grader (none declares in_grader = False)."""
+def _deferred_checks(cfg: Config) -> dict:
+    """grade id -> verdict.CellCheck of the cells whose checks the pipeline's nbgrader run leaves to
+    the grader's own verdict (autograder.checks.defer_to_grader): the cells the verdict judges whose
+    every check can run in the grader (none declares in_grader = False)."""
     import importlib
 
-    out: dict[str, dict[str, list[str]]] = {}
+    out = {}
     for gid, spec in _cell_specs(cfg).items():
         try:
             module = importlib.import_module(spec.module)
         except Exception:  # noqa: BLE001 - a course without that module: nothing deferred
             continue
         if all(getattr(getattr(module, check, None), "in_grader", True) for check, _ in spec.calls):
-            out[gid] = {spec.module: [check for check, _ in spec.calls]}
+            out[gid] = spec
     return out
 
 

@@ -572,20 +572,14 @@ def _timed_output_checker(rows: int) -> Callable[[object], None]:
     and return garbage fast."""
     p, q = pairs()["reversed"]
     law = exact_law(p, q)
-    from .stats import threshold
-
-    tau = threshold(law, rows, SPEED_OUTPUT_ALPHA)
     seen: list[bytes] = []
 
     def check(out) -> None:
         tokens = _batch_result(out, rows)
-        if tokens.min() < 0 or tokens.max() >= len(p):
-            raise AssertionError("speculative_sample_batch returned a token outside the vocabulary in a timed call")
-        tv = 0.5 * float(np.abs(np.bincount(tokens, minlength=len(p)) / rows - law).sum())
-        if tv >= tau:
-            raise AssertionError(f"the tokens speculative_sample_batch returned in a timed call are not draws from p "
-                                 f"(total-variation distance {tv:.3f} from the exact law; a correct sampler stays "
-                                 f"below {tau:.3f} except with probability {SPEED_OUTPUT_ALPHA})")
+        # the same distance test as the exactness cases (range, impossible tokens, TV against its threshold)
+        case = ExactnessCase(f"speculative_sample_batch in a timed call on {rows} copies of pair 'reversed'", law,
+                             rows, lambda fn, rng, n: tokens, batched=True)
+        check_case(case, None, None, SPEED_OUTPUT_ALPHA)
         digest = tokens.astype(np.int64).tobytes()
         if digest in seen:
             raise AssertionError("speculative_sample_batch returned the very same tokens in two timed calls; "
@@ -607,15 +601,16 @@ def speed_rounds(batch_fn: Callable, budget_s: float = SPEED_BUDGET_S, decide: C
     small_p, small_q = big_p[:SPEED_LOOP_ROWS], big_q[:SPEED_LOOP_ROWS]
     check = _timed_output_checker(SPEED_ROWS)
     outputs: list = []
+
+    def per_row_ratios(r: timing.Rounds) -> list[float]:  # (loop time / loop rows) / (batch time / batch rows)
+        return [x * SPEED_ROWS / SPEED_LOOP_ROWS for x in r.ratios("loop", "batch")]
+
     rounds = timing.sequential_rounds(
         [lambda: outputs.append(batch_fn(big_p, big_q, rng)), lambda: _loop_baseline(small_p, small_q, rng)],
-        ["batch", "loop"],
-        lambda r: decide is not None and decide([b / a * SPEED_ROWS / SPEED_LOOP_ROWS for a, b in r.times]),
-        budget_s)
+        ["batch", "loop"], lambda r: decide is not None and decide(per_row_ratios(r)), budget_s)
     for out in outputs:
         check(out)
-    ratios = [b / a * SPEED_ROWS / SPEED_LOOP_ROWS for a, b in rounds.times]
-    return ratios, rounds.lock_note
+    return per_row_ratios(rounds), rounds.lock_note
 
 
 def measure_speedup(batch_fn: Callable) -> float:
