@@ -349,3 +349,23 @@ def test_catalog_exercises_the_guarantee_near_its_edge(mutant, cell, fragment):
     eps = S.case_eps(case, alpha)
     assert eps <= tv <= 2 * eps, (tv, eps)
     assert S.power_lower_bound(case, alpha, law) >= 0.999
+
+
+@pytest.mark.parametrize("attack", ["garbage_when_timed", "replays_one_answer"])
+def test_speed_check_refuses_outputs_that_skip_the_work(attack):
+    """A batch sampler that spots the timed calls (50,000 rows) and returns zeros fast, or returns one
+    stored answer again, loses the speed point however fast it is: each timed output is tested
+    against p (level 1e-4 per call) and must differ from the others."""
+    ref = reference_solution.load("lab1")
+    store = {}
+
+    def cheat(P, Q, rng):
+        if attack == "garbage_when_timed":
+            return np.zeros(len(P), dtype=np.int64) if len(P) == L.SPEED_ROWS else ref.speculative_sample_batch(P, Q, rng)
+        if len(P) not in store:
+            store[len(P)] = ref.speculative_sample_batch(P, Q, rng)
+        return store[len(P)]
+
+    with pytest.raises(AssertionError, match="timed call"):
+        L.check_batch_speed(cheat)
+    L.check_batch_speed(ref.speculative_sample_batch)  # the honest twin keeps it
