@@ -21,7 +21,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `autograder` is imported from the checkout, it is not an installed package
     sys.path.insert(0, str(ROOT))
+from load import cpu_of_children, scaled  # noqa: E402 - tests/ is on sys.path under pytest
+
 BIN = Path(sys.executable).parent  # the venv's bin: nbgrader, and alembic which the gradebook needs
+
+
+@dataclass(frozen=True)
+class Cost:
+    wall_s: float
+    cpu_s: float  # what a budget is checked on: it does not grow with other processes' load
+
+    def __str__(self) -> str:
+        return f"{self.wall_s:.1f} s wall, {self.cpu_s:.1f} s CPU"
 
 
 @dataclass
@@ -29,9 +40,10 @@ class NbgraderCourse:
     root: Path
 
     def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        """One nbgrader command; `timeout` is sized for a quiet machine and scaled by tests/load.py."""
         env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
         proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=self.root, env=env,
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, timeout=scaled(timeout))
         if proc.returncode != 0:
             raise AssertionError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
         return proc
@@ -47,13 +59,13 @@ class NbgraderCourse:
         nbformat.write(nb, path)
         return path
 
-    def autograde(self, lab: str, student: str = "*", exclude: str = "") -> float:
+    def autograde(self, lab: str, student: str = "*", exclude: str = "", timeout: float = 600) -> Cost:
         """Run `nbgrader autograde` once for the students matching `student` (a glob) except the
-        comma-separated `exclude`; return its wall time."""
-        t0 = time.perf_counter()
+        comma-separated `exclude`; return its wall time and CPU time (nbgrader and its kernels)."""
+        t0, c0 = time.perf_counter(), cpu_of_children()
         self.run("autograde", lab, "--force", f"--student={student}",
-                 f"--CourseDirectory.student_id_exclude={exclude}")
-        return time.perf_counter() - t0
+                 f"--CourseDirectory.student_id_exclude={exclude}", timeout=timeout)
+        return Cost(time.perf_counter() - t0, cpu_of_children() - c0)
 
     def scores(self, lab: str, student: str, notebook: str | None = None) -> dict[str, tuple[float, float]]:
         """grade cell id -> (score, max score) from the gradebook."""
@@ -92,7 +104,7 @@ def fresh_book(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path_factory.mktemp("fresh_book")
     result = subprocess.run(
         [str(BIN / "jupyter-book"), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going"],
-        capture_output=True, text=True, timeout=1800,
+        capture_output=True, text=True, timeout=scaled(1800),
     )
     (out / "build.log").write_text(result.stdout + result.stderr)
     return result, out

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from load import scaled
+
 ROOT = Path(__file__).resolve().parents[1]
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 FLAGS = ["-W", "-n", "--keep-going"]
@@ -39,7 +41,7 @@ def build(source: Path, output: Path) -> subprocess.CompletedProcess:
         [str(JUPYTER_BOOK), "build", str(source), "--path-output", str(output), *FLAGS],
         capture_output=True,
         text=True,
-        timeout=1200,
+        timeout=scaled(1200),
     )
 
 

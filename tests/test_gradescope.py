@@ -26,6 +26,7 @@ import pytest
 from autograder.gradescope import VISIBILITIES, build_zip
 from autograder.mutants import make_submission
 from autograder.pipeline import Config, grade_class
+from load import scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = "lab1"
@@ -73,7 +74,7 @@ def harness(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     env.update(SPECLAB_GRADESCOPE_ROOT=str(root), SPECLAB_PYTHON=sys.executable)
     setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root / "source", env=env,
-                           capture_output=True, text=True, timeout=900)
+                           capture_output=True, text=True, timeout=scaled(900))
     assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
     uploads = _submissions(tmp)
     results = {}
@@ -83,7 +84,7 @@ def harness(tmp_path_factory):
         shutil.copytree(folder, root / "submission")
         (root / "results").mkdir()
         proc = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True,
-                              timeout=1800)
+                              timeout=scaled(1800))
         assert proc.returncode == 0, proc.stderr[-3000:]
         results[student] = json.loads((root / "results" / "results.json").read_text())
         print(f"\n===== results.json of the {student} submission\n" + json.dumps(results[student], indent=1))

@@ -22,9 +22,10 @@ from nbformat.v4 import new_markdown_cell
 import grading_fixtures as F
 from autograder.pipeline import Config, build_template, grade_class, normalise, summary
 from autograder.sandbox import Limits, capabilities
+from load import scaled
 
 pytestmark = pytest.mark.slow
-LIMITS = Limits(cell_timeout_s=5, notebook_timeout_s=40, memory_mb=3072, file_mb=200, output_kb=64)
+LIMITS = Limits(cell_timeout_s=scaled(5), notebook_timeout_s=scaled(40), memory_mb=3072, file_mb=200, output_kb=64)
 FULL, HALF_PTS = 5.0, 2.0
 SEGV = "import ctypes\nctypes.string_at(0)"
 PATCH_ALL = ("import scipy.stats\nnp.array_equal = lambda *a, **k: True\nnp.sum = lambda *a, **k: 1.5\n"

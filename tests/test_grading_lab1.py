@@ -22,6 +22,7 @@ from autograder.checks.lab1 import CELLS
 from autograder.mutants import make_submission
 from autograder.pipeline import Config, build_template, grade_class, summary
 from autograder.sandbox import Limits
+from load import scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = "lab1"
@@ -102,7 +103,7 @@ def _students(release):
 
 def test_thirty_students_two_workers(tmp_path):
     cfg = Config(LAB, tmp_path / "subs", tmp_path / "out", ROOT, workers=2,
-                 limits=Limits(cell_timeout_s=60, notebook_timeout_s=300, memory_mb=6144))
+                 limits=Limits(cell_timeout_s=scaled(60), notebook_timeout_s=scaled(300), memory_mb=6144))
     build_template(cfg)
     release = nbformat.read(cfg.out / "template" / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
     students = _students(release)

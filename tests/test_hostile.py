@@ -25,9 +25,10 @@ import grading_fixtures as F
 from autograder import sandbox
 from autograder.pipeline import REPO_ROOT, Config, build_template, grade_class
 from autograder.sandbox import Limits
+from load import scaled
 
 pytestmark = pytest.mark.slow
-LIMITS = Limits(cell_timeout_s=10, notebook_timeout_s=90, memory_mb=3072, file_mb=200, output_kb=64, processes=200,
+LIMITS = Limits(cell_timeout_s=scaled(10), notebook_timeout_s=scaled(90), memory_mb=3072, file_mb=200, output_kb=64, processes=200,
                 tmp_mb=256)
 FULL, HALF = 5.0, 2.0
 MARK = "speclab-hostile"  # every process a hostile notebook starts carries it in its command line
