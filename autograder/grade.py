@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from . import sandbox, verdict
-from .checks import DEFER_ENV, timing
+from .checks import DEFER_ENV, defer_value, timing
 from .collect import check_notebooks, submission_hash
 from .course import lab_timeout
 from .nbgrader_cmd import nbgrader_command
@@ -215,8 +215,10 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     env[timing.LOCK_ENV] = str(_timing_lock_file(cfg))  # one student timed at a time, across workers
     deferred = _deferred_checks(cfg) if cfg.recheck else {}
     if usable:
-        nb_env = dict(env, **{DEFER_ENV: ";".join(f"{spec.module}:{','.join(check for check, _ in spec.calls)}"
-                                                  for spec in deferred.values())})
+        named: dict[str, list[str]] = {}
+        for spec in deferred.values():
+            named.setdefault(spec.module, []).extend(check for check, _ in spec.calls)
+        nb_env = dict(env, **{DEFER_ENV: defer_value(named)})
         res = _sandboxed(cfg, [*NBGRADER, "autograde", cfg.lab, f"--student={student}", "--force"],
                          root, root, nb_env, lim.notebook_timeout_s * len(usable) + 60, uid, "autograde.log")
         try:  # nbgrader's verdict, read once its sandbox is gone; the student may have altered it (see below)

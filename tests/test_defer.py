@@ -62,3 +62,13 @@ def test_a_check_calling_another_gets_the_real_one():
     exec("def check_outer():\n    check_inner(2)\n", ns)  # a function of the checks module itself
     ns["check_outer"]()
     assert calls == [2]
+
+
+def test_the_variable_round_trips_through_its_one_writer_and_reader():
+    from autograder.checks import defer_value, deferred_names
+
+    value = defer_value({"autograder.checks.lab1": ["check_sampler", "check_block_exactness"],
+                         "autograder.checks.lab2": ["check_speedup"]})
+    assert deferred_names("autograder.checks.lab1", value) == ["check_sampler", "check_block_exactness"]
+    assert deferred_names("autograder.checks.lab2", value) == ["check_speedup"]
+    assert deferred_names("autograder.checks", value) == [] and deferred_names("autograder.checks.lab1", "") == []

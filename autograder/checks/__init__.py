@@ -15,8 +15,24 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-# Set by the grading pipeline for its nbgrader run only: "module:check,check;module:check"
+# Set by the grading pipeline for its nbgrader run only; written by defer_value, read by deferred_names
 DEFER_ENV = "SPECLAB_DEFER_CHECKS"
+
+
+def defer_value(checks: dict[str, list[str]]) -> str:
+    """DEFER_ENV's value naming checks (module -> check names): "module:check,check;module:check"."""
+    return ";".join(f"{module}:{','.join(names)}" for module, names in checks.items())
+
+
+def deferred_names(module: str, value: str | None = None) -> list[str]:
+    """The check names that DEFER_ENV's value (default: this process's environment) names for module."""
+    value = os.environ.get(DEFER_ENV, "") if value is None else value
+    names: list[str] = []
+    for item in value.split(";"):
+        mod, _, listed = item.partition(":")
+        if mod == module:
+            names += filter(None, listed.split(","))
+    return names
 
 
 @dataclass(frozen=True)
@@ -45,14 +61,10 @@ def defer_to_grader(namespace: dict) -> None:
     (it passes the student something that cannot cross the sandbox) is never deferred. Outside
     the pipeline (a student's notebook, a plain `nbgrader autograde`) nothing changes."""
     module = namespace["__name__"]
-    for item in os.environ.get(DEFER_ENV, "").split(";"):
-        mod, _, names = item.partition(":")
-        if mod != module:
-            continue
-        for name in filter(None, names.split(",")):
-            check = namespace.get(name)
-            if callable(check) and name.startswith("check_") and getattr(check, "in_grader", True):
-                namespace[name] = _deferred(check, module)
+    for name in deferred_names(module):
+        check = namespace.get(name)
+        if callable(check) and name.startswith("check_") and getattr(check, "in_grader", True):
+            namespace[name] = _deferred(check, module)
 
 
 def _deferred(check: Callable, module: str) -> Callable:
