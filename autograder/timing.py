@@ -1,5 +1,9 @@
 """What grading one student costs: `python -m autograder.timing LAB SUBMISSIONS [--out DIR] [--repeats N]`.
 
+`python -m autograder.timing LAB --checks-only` prints the floor under that cost instead: every
+check of the lab run once on the reference solution in this process, with no sandbox, no
+nbgrader and no notebook, each with its wall and CPU time.
+
 Grades every student of SUBMISSIONS (a folder, as for `grade`) one after the other, with the
 re-check on, and prints for each the wall time and the CPU time (user + system, of the grader
 and of every process it waited for: nbgrader, the kernel it starts, the clean re-check) of
@@ -24,7 +28,34 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def checks_only(lab: str) -> float:
+    """Run every check of `lab` on the reference solution here; print and return the total wall time."""
+    import importlib
+
+    from . import reference
+    from .checks import DEFER_ENV
+
+    os.environ.pop(DEFER_ENV, None)
+    ns = vars(reference.load(lab))
+    cells = importlib.import_module(f"autograder.checks.{lab}").CELLS
+    total = 0.0
+    for spec in cells:
+        t0, c0 = time.perf_counter(), time.process_time()
+        spec.check(*[ns[name] for name in spec.args])
+        wall = time.perf_counter() - t0
+        total += wall
+        print(f"{spec.grade_id:<28} wall {wall:6.1f} s, cpu {time.process_time() - c0:6.1f} s", flush=True)
+    print(f"every check of {lab} on the reference, in one process: {total:.1f} s")
+    return total
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--checks-only" in argv:
+        (lab,) = [a for a in argv if a != "--checks-only"]
+        checks_only(lab)
+        return 0
     from . import sandbox
     from .locate import find_course
     from .nbgrader_cmd import skip_slow_imports
