@@ -1,6 +1,12 @@
 """Execute one book chapter (MyST markdown) headless, as the book build does, and report on it.
 
     python tests/chapter_runner.py book/07_machines.md OUT.json [--fakes noise10,reversed,...]
+    python tests/chapter_runner.py solutions/lab2/lab2.md OUT.json --fakes ... --without-hidden-tests
+
+A lab's source (the reference solution, MyST) runs the same way; --without-hidden-tests cuts the
+hidden checks out of its test cells, as the student's release does (they are graded by the
+grader, on its own clock), so what runs is what a student runs, with the reference's answers:
+the solutions, the demos, the visible tests and the measuring cells.
 
 Runs as a subprocess so that its environment reaches the kernel, which inherits it. Without
 --fakes the chapter runs once on the real clock. With --fakes it runs once per fake in ONE
@@ -30,6 +36,7 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 SWITCH = """import os as _os
 from speclab import measure as _m
 _os.environ["SPECLAB_FAKE_TIMER"] = {kind!r}
@@ -79,6 +86,7 @@ def main() -> None:
     ap.add_argument("report")
     ap.add_argument("--fakes", default="", help="comma-separated FakeStopwatch kinds, one pass each")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    ap.add_argument("--without-hidden-tests", action="store_true", help="cut nbgrader's hidden tests out of the cells")
     args = ap.parse_args()
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
     os.environ.pop("JPY_SESSION_NAME", None)  # headless, like the book build
@@ -89,6 +97,9 @@ def main() -> None:
     path = Path(args.chapter).resolve()
     chapter = jupytext.read(path)
     body = [c for c in chapter.cells if c.cell_type == "code"]
+    if args.without_hidden_tests:
+        for c in body:
+            c.source = HIDDEN.sub("", c.source)
     nb = nbformat.v4.new_notebook(metadata=chapter.metadata)
     errors_file = Path(f"{args.report}.errors")
     errors_file.unlink(missing_ok=True)

@@ -3,8 +3,10 @@
 - Unit tests of the stopwatch seam (speclab.measure), its fakes, the stability self-check and
   the page notes, and of the theory helpers that take measured costs.
 - The adversarial-timer test: every chapter that times (found by scanning book/ for speclab's
-  timers) is executed headless once per FakeStopwatch kind (noise x10, reversed order, all
-  equal, tiny, huge, zero); no cell may raise and no progress bar may reach the page. A
+  timers) and every lab that times (its source in solutions/, with the reference's answers and
+  the hidden checks cut out: what a student runs) is executed headless once per FakeStopwatch
+  kind (noise x10, reversed order, all equal, tiny, huge, zero); no cell may raise and no
+  progress bar may reach the page. A
   deliberately fragile page shows the harness catches a cell that trusts its timings.
 - The load test: the measuring chapters run on the real clock, and the Lab 2 reference goes
   through the timed speedup check, while two busy-loop processes keep both cores of a 2-core
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "tests" / "chapter_runner.py"
 FAKES = list(measure.FAKE_KINDS)
 TIMERS = re.compile(r"measure\.(time_interleaved|time_fn|time_ratio|forward_times|copy_bandwidth|matmul_throughput)\(")
+TIMER_IMPORT = re.compile(r"^from speclab\.measure import .*\b(time_interleaved|time_fn|time_ratio|forward_times)\b", re.M)
 
 
 def measuring_chapters() -> list[str]:
@@ -42,10 +45,27 @@ def measuring_chapters() -> list[str]:
     return sorted(p.name for p in (ROOT / "book").glob("*.md") if TIMERS.search(p.read_text()))
 
 
+def measuring_labs() -> list[str]:
+    """Labs (their MyST sources in solutions/, the reference's answers in place) whose cells time."""
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "solutions").glob("*/*.md")
+                  if p.stem == p.parent.name and (TIMERS.search(p.read_text()) or TIMER_IMPORT.search(p.read_text())))
+
+
+def measuring_pages() -> list[str]:
+    """Every page a reader or a student executes that times: book chapters by name, labs by path."""
+    return measuring_chapters() + measuring_labs()
+
+
+def page_path(page: str) -> Path:
+    return ROOT / page if "/" in page else ROOT / "book" / page
+
+
 def run_chapter(path: Path, out: Path, fakes: list[str] = (), timeout: float = 1500) -> dict:
     args = [sys.executable, str(RUNNER), str(path), str(out)]
     if fakes:
         args += ["--fakes", ",".join(fakes)]
+    if path.is_relative_to(ROOT / "solutions"):  # a lab: what the student runs, the hidden checks cut out
+        args += ["--without-hidden-tests"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     if not out.exists():
         raise AssertionError(f"the runner wrote no report for {path.name}:\n{proc.stderr[-3000:]}")
@@ -53,6 +73,11 @@ def run_chapter(path: Path, out: Path, fakes: list[str] = (), timeout: float = 1
 
 
 # ---------------------------------------------------------------------- the stopwatch seam
+def test_the_measuring_pages_are_found():
+    assert {"01_memory_bound.md", "07_machines.md"} <= set(measuring_chapters())
+    assert measuring_labs() == ["solutions/lab1/lab1.md", "solutions/lab2/lab2.md"]
+
+
 def test_the_measuring_chapters_are_found():
     found = measuring_chapters()
     assert {"01_memory_bound.md", "07_machines.md"} <= set(found), found
@@ -205,16 +230,16 @@ def test_measured_costs_of_every_kind():
 # ----------------------------------------------------------------- chapters under fakes
 @pytest.fixture(scope="module")
 def adversarial_reports(tmp_path_factory) -> dict[str, dict]:
-    """Run every measuring chapter under every fake, two chapters at a time."""
+    """Run every measuring chapter and lab under every fake, two at a time (the slowest first)."""
     out = tmp_path_factory.mktemp("adversarial")
-    chapters = measuring_chapters()
+    pages = sorted(measuring_pages(), key=lambda page: "lab2" not in page)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        reports = pool.map(lambda ch: run_chapter(ROOT / "book" / ch, out / f"{ch}.json", FAKES), chapters)
-        return dict(zip(chapters, reports))
+        reports = pool.map(lambda page: run_chapter(page_path(page), out / f"{Path(page).name}.json", FAKES), pages)
+        return dict(zip(pages, reports))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("chapter", measuring_chapters())
+@pytest.mark.parametrize("chapter", measuring_pages())
 def test_chapter_survives_every_fake_timer(adversarial_reports, chapter):
     report = adversarial_reports[chapter]
     table = "\n".join(f"{chapter} x {p['fake']:>8} -> {'passed' if p['ok'] else 'FAILED'}"
