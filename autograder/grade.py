@@ -241,7 +241,7 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
             if not nb_ok:  # nbgrader gave up (the kernel died): what passed before that counts
                 scratch_path(root, "autograded", student, cfg.lab).mkdir(parents=True, exist_ok=True)
                 scratch_path(root, "autograded", student, cfg.lab, f"{name}.ipynb").write_text(pristine[name])
-                passed = _recheck(cfg, root, name, pristine[name], env, uid) if unjudged else {}
+                passed = _recheck(cfg, root, name, pristine[name], env, uid, unjudged) if unjudged else {}
                 passed.update(judged)
                 scores[name] = {g: (pts if passed.get(g, (False, ""))[0] else 0.0) for g, pts in layout[name].items()}
                 problems.append(f"{name}.ipynb: {_why_failed(res.log)}; only the test cells that passed before "
@@ -249,7 +249,8 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
                 continue
             passed = dict(judged)
             if cfg.recheck and any(scores[name][g] for g in unjudged):
-                passed.update({g: v for g, v in _recheck(cfg, root, name, pristine[name], env, uid).items()
+                passed.update({g: v for g, v in _recheck(cfg, root, name, pristine[name], env, uid,
+                                                         {g for g in unjudged if scores[name][g]}).items()
                                if g in unjudged})
             for gid, score in scores[name].items():  # the lower of nbgrader's score and the grader's verdict
                 if gid not in passed and (gid in unjudged or not cfg.recheck):
@@ -299,10 +300,12 @@ def _timing_lock_file(cfg: Config) -> Path:
     return path
 
 
-def _recheck(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: int) -> dict[str, tuple[bool, str]]:
+def _recheck(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: int,
+             only: set[str]) -> dict[str, tuple[bool, str]]:
     """Clean re-run of a notebook (autograder/replay.py) for the cells the grader cannot judge
-    itself: grade id -> (passed, error). It runs in the student's sandbox, so its answer is
-    only ever used to LOWER nbgrader's score."""
+    itself (`only`; the other test cells are skipped and the run stops after the last of these):
+    grade id -> (passed, error). It runs in the student's sandbox, so its answer is only ever
+    used to LOWER nbgrader's score."""
     scratch_path(root, "tmp").mkdir(exist_ok=True)
     out = scratch_path(root, "tmp", f"recheck-{name}.jsonl")
     copy = scratch_path(root, "tmp", f"recheck-{name}.ipynb")
@@ -313,7 +316,8 @@ def _recheck(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: 
     lim = cfg.limits
     _sandboxed(cfg, [sys.executable, "-I", str(Path(__file__).with_name("replay.py")), str(copy), str(out),
                      "--root", str(_code_root(cfg)),
-                     "--cell-timeout", str(lim.cell_timeout_s or lab_timeout(cfg.lab))],
+                     "--cell-timeout", str(lim.cell_timeout_s or lab_timeout(cfg.lab)),
+                     "--only", ",".join(sorted(only))],
                copy.parent, root, env, lim.notebook_timeout_s, uid, "recheck.log")
     passed: dict[str, tuple[bool, str]] = {}
     if out.is_file() and _no_links(root, out):

@@ -1,10 +1,14 @@
 """Clean re-check of an autograded notebook: its cells re-run in a fresh plain interpreter.
 
-Run as `python -I autograder/replay.py NOTEBOOK RESULT.json --root REPO [--cell-timeout S]`
-(inside the sandbox). Why: inside the Jupyter kernel, the student's code runs before the
-hidden tests in the same process and can tamper with what decides a pass: hide tracebacks,
-replace functions of numpy, scipy.stats, torch or the course's checks, shadow the
-`autograder` package with files of its own. Here:
+Run as `python -I autograder/replay.py NOTEBOOK RESULT.json --root REPO [--cell-timeout S]
+[--only GRADE_ID,...]` (inside the sandbox). With --only, the run stops once every test cell
+named has run: the cells after the last of them cannot change its result, and re-checking
+one cell early in a lab then costs the cells up to it, not the whole notebook.
+
+Why: inside the Jupyter kernel, the student's code runs before the hidden tests in the same
+process and can tamper with what decides a pass: hide tracebacks, replace functions of numpy,
+scipy.stats, torch or the course's checks, shadow the `autograder` package with files of its
+own. Here:
 - the protected modules (numpy, scipy, torch if the notebook uses it, autograder) are
   imported and snapshotted BEFORE any student code runs, and restored (module dicts,
   Python functions' code and defaults, Python classes' attributes, sys.modules, sys.path,
@@ -95,6 +99,7 @@ def main(argv: list[str]) -> int:
     nb_path, out_path = argv[0], argv[1]
     root = argv[argv.index("--root") + 1]
     timeout = int(argv[argv.index("--cell-timeout") + 1]) if "--cell-timeout" in argv else 60
+    only = set(argv[argv.index("--only") + 1].split(",")) if "--only" in argv else None
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     sys.path.insert(0, root)
@@ -127,9 +132,14 @@ def main(argv: list[str]) -> int:
                 "display": print}
     signal.signal(signal.SIGALRM, _alarm)
     devnull = open(os.devnull, "w")
+    left = set(only) if only is not None else None
     for c in cells:
+        if left is not None and not left:
+            break  # every cell asked for has its result
         meta = c.get("metadata", {}).get("nbgrader", {})
         graded = bool(meta.get("grade")) and not meta.get("solution")
+        if graded and left is not None:
+            left.discard(meta.get("grade_id"))
         if graded:
             _restore(snap)
             signal.signal(signal.SIGALRM, _alarm)
