@@ -112,6 +112,82 @@ def test_power_from_outcomes_is_a_lower_bound():
     assert 0.05 < bound <= rate + 3 * np.sqrt(rate * (1 - rate) / 4000) + 1e-3
 
 
+# ----------------------------------------------------------------------------- early passes (sequential cases)
+def _sequential_outcomes(law, sample_law, n, eps, reps, rng):
+    """Simulate check_case's decisions on `reps` hidden tests: 'pass early', 'pass' or 'fail' (looks of stats)."""
+    law, sample_law = np.asarray(law, float), np.asarray(sample_law, float)
+    looks = S.early_passes(n, eps)
+    counts = np.zeros((reps, len(law)))
+    decided = np.full(reps, "", dtype=object)
+    done = 0
+    for m, t in looks:
+        counts += rng.multinomial(m - done, sample_law, size=reps)
+        done = m
+        tv = 0.5 * np.abs(counts / m - law).sum(axis=1)
+        decided[(decided == "") & (tv < t)] = "pass early"
+    counts += rng.multinomial(n - done, sample_law, size=reps)
+    tv = 0.5 * np.abs(counts / n - law).sum(axis=1)
+    tau = S.threshold(law, n, 1e-6)
+    decided[(decided == "") & (tv >= tau)] = "fail"
+    decided[decided == ""] = "pass"
+    return decided
+
+
+def test_early_looks_leave_a_stated_miss_for_laws_at_the_design_distance(monkeypatch):
+    """Hoeffding's bound: a law at TV = eps passes early with probability <= EARLY_MISS, for the sets A that are
+    hardest to tell apart. EARLY_MISS is loosened to 0.05 here so that 20,000 simulated tests can see a breach."""
+    monkeypatch.setattr(S, "EARLY_MISS", 0.05)
+    law, n, eps = np.array([0.1, 0.2, 0.3, 0.4]), 4000, 0.06
+    rng = np.random.default_rng(5)
+    assert len(S.early_passes(n, eps)) == len(S.LOOKS)
+    for plus in ([0, 3], [1, 2], [3], [2]):
+        minus = [i for i in range(4) if i not in plus]
+        r = law.copy()
+        r[plus] += eps * law[plus] / law[plus].sum()
+        r[minus] -= eps * law[minus] / law[minus].sum()
+        early = np.mean(_sequential_outcomes(law, r, n, eps, 20000, rng) == "pass early")
+        assert early <= 0.05, (plus, early)
+        assert early <= S.early_miss(S.early_passes(n, eps), eps)
+
+
+def test_correct_samplers_pass_early_and_wrong_ones_draw_everything_and_fail():
+    law = np.array([0.1, 0.2, 0.3, 0.4])
+    case = ExactnessCase("toy", law, 60000, lambda fn, rng, m: rng.choice(4, m, p=law), eps=0.02)
+    used = [check_case(case, None, np.random.default_rng(seed), 1e-6) for seed in range(10)]
+    assert all(u < case.n for u in used), used  # a correct sample is clearly within 0.02 well before 60000 draws
+    wrong = ExactnessCase("toy", law, 60000, lambda fn, rng, m: rng.choice(4, m, p=[0.13, 0.2, 0.27, 0.4]), eps=0.02)
+    with pytest.raises(ExactnessFailure, match="60000 samples"):
+        check_case(wrong, None, np.random.default_rng(0), 1e-6)
+    one_look = ExactnessCase("toy", law, 60000, lambda fn, rng, m: rng.choice(4, m, p=law))
+    assert check_case(one_look, None, np.random.default_rng(0), 1e-6) == 60000  # no eps: one look at n
+    impossible = ExactnessCase("toy", np.array([0.0, 0.5, 0.5]), 60000,
+                               lambda fn, rng, m: rng.choice(3, m, p=[0.001, 0.499, 0.5]), eps=0.02)
+    with pytest.raises(ExactnessFailure, match="impossible"):  # an impossible outcome fails at the first look
+        check_case(impossible, None, np.random.default_rng(0), 1e-6)
+
+
+def test_sequential_eps_counts_the_early_looks():
+    """eps of a sequential case: the last look's worst-case power minus the early looks' Hoeffding bounds
+    reaches 0.999 at eps and not 2e-5 below; it is larger than the same n's eps with one look."""
+    law, n, alpha = np.array([0.1, 0.2, 0.3, 0.4]), 60000, 1e-6
+    case = ExactnessCase("toy", law, n, lambda fn, rng, m: rng.choice(4, m, p=law), eps=0.02)
+    tau, looks = S.threshold(law, n, alpha), S.early_passes(n, 0.02)
+    eps = S.case_eps(case, alpha)
+    assert S.worst_case_power(n, tau, eps) - S.early_miss(looks, eps) >= S.POWER
+    assert S.worst_case_power(n, tau, eps - 2e-5) - S.early_miss(looks, eps - 2e-5) < S.POWER
+    assert eps > S.eps_at_power(n, tau)
+
+
+def test_sequential_power_lower_bound_holds_by_simulation():
+    """Against the whole sequential procedure simulated (20,000 hidden tests), for a law just below eps."""
+    law, n = np.array([0.1, 0.2, 0.3, 0.4]), 6000
+    wrong = np.array([0.145, 0.2, 0.255, 0.4])  # TV 0.045
+    case = ExactnessCase("toy", law, n, lambda fn, rng, m: rng.choice(4, m, p=law), eps=0.06)
+    bound = S.power_lower_bound(case, 1e-6, wrong)
+    rate = np.mean(_sequential_outcomes(law, wrong, n, 0.06, 20000, np.random.default_rng(6)) == "fail")
+    assert 0.05 < bound <= rate + 3 * np.sqrt(rate * (1 - rate) / 20000) + 1e-3, (bound, rate)
+
+
 def test_check_case_reports_tv_and_worst_token():
     wrong = _case([0.1, 0.2, 0.3, 0.4], 5000, sample_law=[0.25, 0.2, 0.15, 0.4])
     with pytest.raises(ExactnessFailure, match=r"total variation .* is 0\.1\d+.*stays below.*token [02]: .* expected"):
@@ -138,9 +214,11 @@ def test_eps_targets_hold_with_the_smallest_n(cell, group):
     """Issue 14's targets: eps <= target at the chosen n; 3 % fewer draws would miss it (n is the smallest, to 3 %)."""
     cases, alpha = _targeted(cell, group)
     for case in cases:
+        assert case.eps == L.EPS_TARGET[group], case.name  # early passes designed for the target
         assert S.case_eps(case, alpha) <= L.EPS_TARGET[group], case.name
         fewer = int(case.n * 0.97)
-        assert S.eps_at_power(fewer, S.threshold(case.law, fewer, alpha)) > L.EPS_TARGET[group], case.name
+        looks = S.early_passes(fewer, case.eps)
+        assert S.eps_at_power(fewer, S.threshold(case.law, fewer, alpha), looks=looks) > L.EPS_TARGET[group], case.name
 
 
 def test_regimes_of_issue_14_are_covered():

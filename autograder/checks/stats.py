@@ -40,6 +40,24 @@ between the positions of a block or the rows of a batch (when the outcome is the
 joint value), anything. A draw that breaks the output contract (wrong type, length,
 a token outside the vocabulary) fails at once.
 
+Early passes (a sequential design). Most submissions are correct, and a correct sampler's
+sample looks right long before the n that the worst case needs. A case that states its
+design distance eps_d (ExactnessCase.eps) draws its n outcomes in steps, looking at
+m_1 < ... < m_J (the fractions LOOKS of n), and PASSES at look j as soon as
+
+    T_j = TV(P_{m_j}, P) < t_j = eps_d - sqrt(ln(J / EARLY_MISS) / (2 m_j)).
+
+It fails only at the last look (as above, with the whole sample) or at the first outcome
+of probability 0, so the false-failure bound is unchanged: P(fail) <= P(T_n >= tau) <= alpha.
+What an early pass costs is power, and it is bounded for every law R with TV(R, P) = delta:
+with A = {i : R(i) > P(i)}, T_j >= P_{m_j}(A) - P(A), so a pass at look j needs the
+frequency of A among m_j draws to fall delta - t_j below its mean R(A); Hoeffding's
+inequality bounds that by exp(-2 m_j (delta - t_j)^2), which is <= EARLY_MISS / J at
+delta = eps_d. The power is then at least worst_case_power(n, tau, delta) minus the sum of
+these J bounds (a union bound over the looks), and the stated eps of such a case is the
+smallest delta at which that reaches 0.999 (`eps_at_power` with the looks). Against a given
+wrong law, `power_lower_bound` subtracts the exact binomial probability of each early pass.
+
 The lab's `n` per case is the smallest meeting its eps target (`n_for_eps`), and
 `python -m autograder.power <lab>` prints n, eps, and the false-failure bound.
 """
@@ -55,11 +73,14 @@ from scipy import special  # exact binomial functions; scipy.stats (slow to impo
 __all__ = [
     "POWER",
     "ExactnessCase",
+    "EARLY_MISS",
     "ExactnessFailure",
+    "LOOKS",
     "case_false_failure_bound",
     "case_eps",
     "check_case",
     "eps_at_power",
+    "early_passes",
     "expected_tv",
     "n_for_eps",
     "power_from_outcomes",
@@ -69,6 +90,8 @@ __all__ = [
 ]
 
 POWER = 0.999  # power the stated eps guarantees
+LOOKS = (0.3, 0.4, 0.55, 0.75)  # early looks of a sequential case, as fractions of its n
+EARLY_MISS = 3e-4  # at the design distance, the probability of any early pass of a wrong law (all looks)
 
 
 class ExactnessFailure(AssertionError):
@@ -80,8 +103,9 @@ class ExactnessCase:
     """One statistical check: draw n outcomes, compare them with the exact law.
 
     draw(fn, rng, n) calls the student's function fn and returns n outcome indices in
-    range(len(law)); the same draw is used for grading (fixed seed) and for the power
-    report (other seeds, other fn). `guarantee` says in words which laws eps covers.
+    range(len(law)), independent of earlier draws (a sequential case calls it once per look);
+    the same draw is used for grading (fixed seed) and for the power report (other seeds,
+    other fn). `guarantee` says in words which laws eps covers.
     """
 
     name: str
@@ -89,8 +113,9 @@ class ExactnessCase:
     n: int  # outcomes drawn in the hidden test
     draw: Callable[[Callable, np.random.Generator, int], np.ndarray]
     labels: Sequence[str] | None = None  # how outcome i is named in messages
-    batched: bool = False  # draw() must get all n at once (a batch sampler)
+    batched: bool = False  # a batch sampler: the power report draws it a whole hidden test at a time
     guarantee: str = "the law of one outcome"
+    eps: float | None = None  # design distance of the early passes; None: one look at n (no early pass)
 
     def __post_init__(self) -> None:
         law = np.asarray(self.law, dtype=float)
@@ -98,6 +123,8 @@ class ExactnessCase:
             raise ValueError(f"case {self.name}: law must be a probability vector")
         if self.n < 1:
             raise ValueError(f"case {self.name}: n must be >= 1")
+        if self.eps is not None and not 0 < self.eps < 1:
+            raise ValueError(f"case {self.name}: the design distance eps must be in (0, 1), got {self.eps}")
 
     def label(self, i: int) -> str:
         return self.labels[i] if self.labels is not None else f"token {i}"
@@ -178,10 +205,31 @@ def worst_case_power(n: int, tau: float, delta: float, target: float | None = No
     return float(best)
 
 
-def eps_at_power(n: int, tau: float, power: float = POWER) -> float:
-    """Smallest delta (rounded up to 1e-5) with worst_case_power(n, tau, delta) >= power (bisection)."""
+def early_passes(n: int, eps: float | None) -> list[tuple[int, float]]:
+    """[(m_j, t_j)]: pass after m_j outcomes when their TV from the law is < t_j (none without eps).
+
+    t_j = eps - sqrt(ln(J / EARLY_MISS) / (2 m_j)) (Hoeffding); looks whose t_j would be <= 0 are left out."""
+    if eps is None:
+        return []
+    sizes = sorted({int(f * n) for f in LOOKS if 1 <= int(f * n) < n})
+    slack = math.log(len(LOOKS) / EARLY_MISS) / 2
+    looks = [(m, eps - math.sqrt(slack / m)) for m in sizes]
+    return [(m, t) for m, t in looks if t > 0]
+
+
+def early_miss(looks: Sequence[tuple[int, float]], delta: float) -> float:
+    """Hoeffding bound on P(some early pass) for any law at TV delta: sum of exp(-2 m (delta - t)^2)."""
+    return float(sum(math.exp(-2 * m * (delta - t) ** 2) if delta > t else 1.0 for m, t in looks))
+
+
+def eps_at_power(n: int, tau: float, power: float = POWER, looks: Sequence[tuple[int, float]] = ()) -> float:
+    """Smallest delta (rounded up to 1e-5) whose worst-case power, early passes counted, is >= power (bisection).
+
+    Without looks that is worst_case_power(n, tau, delta) >= power; with them, the power of the last look
+    must reach power + early_miss(looks, delta)."""
     def ok(delta: float) -> bool:
-        return delta >= 1 or worst_case_power(n, tau, delta, target=power) >= power
+        need = power + early_miss(looks, delta)
+        return delta >= 1 or (need <= 1 and worst_case_power(n, tau, delta, target=need) >= need)
 
     guess = tau + 1.6 / math.sqrt(n)  # the normal approximation at a = 1/2: 3.09 standard deviations of 1/(2 sqrt n)
     lo, hi = guess, guess
@@ -196,19 +244,25 @@ def eps_at_power(n: int, tau: float, power: float = POWER) -> float:
 
 
 def case_eps(case: ExactnessCase, alpha: float, power: float = POWER) -> float:
-    """eps of a case: every output law at TV >= eps from case.law is caught with probability >= power."""
-    return eps_at_power(case.n, threshold(case.law, case.n, alpha), power)
+    """eps of a case: every output law at TV >= eps from case.law is caught with probability >= power
+    (early passes counted)."""
+    return eps_at_power(case.n, threshold(case.law, case.n, alpha), power, early_passes(case.n, case.eps))
 
 
-def n_for_eps(law: np.ndarray, eps: float, alpha: float, power: float = POWER, rel: float = 0.002) -> int:
+def n_for_eps(law: np.ndarray, eps: float, alpha: float, power: float = POWER, rel: float = 0.002,
+              sequential: bool = False) -> int:
     """Smallest n (to a relative rel, rounded up) whose eps at `power` is <= eps.
 
+    With sequential, the case passes early at the looks designed for eps (ExactnessCase(eps=eps)).
     eps(n) falls like 1 / sqrt(n): a guess from n = 1000 is bracketed, then bisected.
     """
-    def ok(n: int) -> bool:
-        return eps_at_power(n, threshold(law, n, alpha), power) <= eps
+    def eps_of(n: int) -> float:
+        return eps_at_power(n, threshold(law, n, alpha), power, early_passes(n, eps if sequential else None))
 
-    e0 = eps_at_power(1000, threshold(law, 1000, alpha), power)
+    def ok(n: int) -> bool:
+        return eps_of(n) <= eps
+
+    e0 = eps_of(1000)
     guess = max(1, int(1000 * (e0 / eps) ** 2))
     lo, hi = int(guess * 0.9), int(guess * 1.1) + 1
     while not ok(hi):
@@ -245,20 +299,30 @@ def _describe(case: ExactnessCase, counts: np.ndarray, tv: float, tau: float) ->
             + "; ".join(parts))
 
 
-def check_case(case: ExactnessCase, fn: Callable, rng: np.random.Generator, alpha: float) -> None:
-    """Draw case.n outcomes from fn and raise ExactnessFailure if TV(P_n, law) >= tau."""
-    outcomes = np.asarray(case.draw(fn, rng, case.n))
-    k = len(case.law)
-    if outcomes.shape != (case.n,):
-        raise AssertionError(f"[{case.name}] expected {case.n} outcomes, got shape {outcomes.shape}")
-    if outcomes.size and (outcomes.min() < 0 or outcomes.max() >= k):
-        raise AssertionError(f"[{case.name}] an outcome is outside the {k} possible values")
-    counts = np.bincount(outcomes.astype(np.int64), minlength=k)
+def check_case(case: ExactnessCase, fn: Callable, rng: np.random.Generator, alpha: float) -> int:
+    """Draw outcomes from fn; pass at the first early look whose TV is below its bound (`early_passes`), else
+    draw all case.n and raise ExactnessFailure if TV(P_n, law) >= tau. Returns the number of outcomes drawn."""
     law = np.asarray(case.law, dtype=float)
-    tv = 0.5 * float(np.abs(counts / case.n - law).sum())
+    k = len(law)
+    counts = np.zeros(k, dtype=np.int64)
+    done = 0
+    for m, t in [*early_passes(case.n, case.eps), (case.n, None)]:
+        outcomes = np.asarray(case.draw(fn, rng, m - done))
+        if outcomes.shape != (m - done,):
+            raise AssertionError(f"[{case.name}] expected {m - done} outcomes, got shape {outcomes.shape}")
+        if outcomes.size and (outcomes.min() < 0 or outcomes.max() >= k):
+            raise AssertionError(f"[{case.name}] an outcome is outside the {k} possible values")
+        counts += np.bincount(outcomes.astype(np.int64), minlength=k)
+        done = m
+        tv = 0.5 * float(np.abs(counts / done - law).sum())
+        if np.any(counts[law == 0] > 0):  # impossible for a correct implementation: fails at any look
+            raise ExactnessFailure(_describe(case, counts, tv, threshold(law, case.n, alpha)))
+        if t is not None and tv < t:
+            return done
     tau = threshold(law, case.n, alpha)
-    if tv >= tau or np.any(counts[law == 0] > 0):
+    if tv >= tau:
         raise ExactnessFailure(_describe(case, counts, tv, tau))
+    return done
 
 
 # ----------------------------------------------------------------------------- power against a given law
@@ -268,12 +332,21 @@ def _power_for_set(n: int, tau: float, p_set: float, r_set: float) -> float:
     return float(binom_sf_ge(np.array(need), n, np.array(r_set)))
 
 
+def _sequential_power(case: ExactnessCase, alpha: float, p_set: float, r_set: float) -> float:
+    """Lower bound on P(case fails) from one set A: the last look's power minus each early look's exact
+    probability of a pass through A (a pass at look j needs N_A < m_j (P(A) + t_j))."""
+    power = _power_for_set(case.n, threshold(case.law, case.n, alpha), p_set, r_set)
+    for m, t in early_passes(case.n, case.eps):
+        power -= 1.0 - _power_for_set(m, t, p_set, r_set)
+    return max(0.0, power)
+
+
 def power_lower_bound(case: ExactnessCase, alpha: float, wrong_law: np.ndarray) -> float:
     """Exact lower bound on P(case fails) when the outcomes follow wrong_law instead of case.law."""
     law = np.asarray(case.law, dtype=float)
     wrong = np.asarray(wrong_law, dtype=float)
     a = wrong > law
-    return _power_for_set(case.n, threshold(law, case.n, alpha), float(law[a].sum()), float(wrong[a].sum()))
+    return _sequential_power(case, alpha, float(law[a].sum()), float(wrong[a].sum()))
 
 
 def power_from_outcomes(case: ExactnessCase, alpha: float, outcomes: np.ndarray, conf_fail: float = 1e-4) -> float:
@@ -296,4 +369,4 @@ def power_from_outcomes(case: ExactnessCase, alpha: float, outcomes: np.ndarray,
     m = len(second)
     hits = int(np.isin(second, np.flatnonzero(a)).sum())
     r_low = float(stats.beta.ppf(conf_fail, hits, m - hits + 1)) if hits > 0 else 0.0
-    return _power_for_set(case.n, threshold(law, case.n, alpha), float(law[a].sum()), r_low)
+    return _sequential_power(case, alpha, float(law[a].sum()), r_low)
