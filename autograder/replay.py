@@ -99,7 +99,7 @@ def main(argv: list[str]) -> int:
     nb_path, out_path = argv[0], argv[1]
     root = argv[argv.index("--root") + 1]
     timeout = int(argv[argv.index("--cell-timeout") + 1]) if "--cell-timeout" in argv else 60
-    only = set(argv[argv.index("--only") + 1].split(",")) if "--only" in argv else None
+    left = set(argv[argv.index("--only") + 1].split(",")) if "--only" in argv else None  # cells still to judge
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     sys.path.insert(0, root)
@@ -132,7 +132,6 @@ def main(argv: list[str]) -> int:
                 "display": print}
     signal.signal(signal.SIGALRM, _alarm)
     devnull = open(os.devnull, "w")
-    left = set(only) if only is not None else None
     for c in cells:
         if left is not None and not left:
             break  # every cell asked for has its result
