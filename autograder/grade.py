@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import sandbox, verdict
@@ -219,8 +220,15 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
         for spec in deferred.values():
             named.setdefault(spec.module, []).extend(check for check, _ in spec.calls)
         nb_env = dict(env, **{DEFER_ENV: defer_value(named)})
-        res = _sandboxed(cfg, [*NBGRADER, "autograde", cfg.lab, f"--student={student}", "--force"],
-                         root, root, nb_env, lim.notebook_timeout_s * len(usable) + 60, uid, "autograde.log")
+        # nbgrader and the grader's own verdict run side by side: they share nothing (the verdict
+        # has a scratch folder outside nbgrader's and a uid of its own), and nothing nbgrader
+        # wrote is read before both are over
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            autograde = beside.submit(
+                _sandboxed, cfg, [*NBGRADER, "autograde", cfg.lab, f"--student={student}", "--force"],
+                root, root, nb_env, lim.notebook_timeout_s * len(usable) + 60, uid, "autograde.log")
+            verdicts = {name: _judge(cfg, root, name, pristine[name], slot) for name in usable} if cfg.recheck else {}
+            res = autograde.result()
         try:  # nbgrader's verdict, read once its sandbox is gone; the student may have altered it (see below)
             if not (root / "gradebook.db").is_file() or not _no_links(root, root / "gradebook.db"):
                 raise OSError("the scratch gradebook was replaced")
@@ -236,8 +244,12 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
             if nb_ok:
                 problems += [f"{name}.ipynb {line}" for line in _cell_problems(graded)]
             # the grader's own verdict: checks run here, the student's functions in a fresh sandbox
-            judged, unjudged = _judge(cfg, root, name, pristine[name], env, uid) if cfg.recheck or not nb_ok \
-                else ({}, set(layout[name]))
+            if name in verdicts:
+                judged, unjudged = verdicts[name]
+            elif not nb_ok:
+                judged, unjudged = _judge(cfg, root, name, pristine[name], slot)
+            else:
+                judged, unjudged = {}, set(layout[name])
             if not nb_ok:  # nbgrader gave up (the kernel died): what passed before that counts
                 scratch_path(root, "autograded", student, cfg.lab).mkdir(parents=True, exist_ok=True)
                 scratch_path(root, "autograded", student, cfg.lab, f"{name}.ipynb").write_text(pristine[name])
@@ -359,7 +371,25 @@ def _cell_specs(cfg: Config) -> dict:
     return _SPECS[key]
 
 
-def _judge(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: int):
+VERDICT_SLOTS = 32  # uids student_uid(slot) for nbgrader and the re-check, student_uid(32 + slot) for the verdict
+
+
+def verdict_uid(slot: int) -> int:
+    """The uid of a worker slot's verdict harness: not nbgrader's, so that the two sandboxes, run
+    side by side, neither share a process count nor end each other (closing a sandbox ends every
+    process of its uid)."""
+    if not 0 <= slot < VERDICT_SLOTS:
+        raise ValueError(f"worker slot {slot} out of range: at most {VERDICT_SLOTS} workers")
+    return sandbox.student_uid(VERDICT_SLOTS + slot)
+
+
+def verdict_root(cfg: Config, student: str) -> Path:
+    """The verdict harness's scratch folder: beside the student's course folder, not in it, so
+    the notebook nbgrader runs at the same time can neither read nor replace it."""
+    return cfg.out / "work" / ".verdict" / student
+
+
+def _judge(cfg: Config, root: Path, name: str, notebook: str, slot: int):
     """The grader's own verdict on one notebook (autograder/verdict.py): (grade id -> (passed,
     error) for the cells judged here, set of the notebook's graded cells it could not judge)."""
     lim = cfg.limits
@@ -369,17 +399,23 @@ def _judge(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: in
     unportable: set[str] = set()
     if not cells & set(specs):
         return judged, cells
-    work = scratch_path(root, "verdict")
-    shutil.rmtree(work, ignore_errors=True)
+    scratch = verdict_root(cfg, root.name)
+    shutil.rmtree(scratch, ignore_errors=True)
+    for sub in ("home", "runtime", "ipython"):
+        (scratch / sub).mkdir(parents=True)
+    work = scratch / "verdict"
     work.mkdir()
     copy = work / f"{name}.ipynb"
     copy.write_text(notebook)
-    sandbox.give_to(work, uid, _caps(cfg))
+    uid = verdict_uid(slot)
+    sandbox.give_to(scratch, uid, _caps(cfg))
+    env = student_env(cfg, scratch)
+    env[timing.LOCK_ENV] = str(_timing_lock_file(cfg))
     timeout = lim.cell_timeout_s or lab_timeout(cfg.lab)
     logs = cfg.out / "work" / ".logs"
     logs.mkdir(parents=True, exist_ok=True)
     session = sandbox.Session([sys.executable, "-I", str(Path(__file__).with_name("verdict.py")), "serve", str(copy),
-                               "--cell-timeout", str(timeout)], work, root,
+                               "--cell-timeout", str(timeout)], work, scratch,
                               {**env, "SPECLAB_CODE_ROOT": str(_code_root(cfg))}, lim, uid,
                               logs / f"{root.name}.verdict.log", course_mounts(cfg), unsafe=cfg.unsafe)
     harness = verdict.Harness(session, {}, deadline=time.monotonic() + lim.notebook_timeout_s)
@@ -396,6 +432,7 @@ def _judge(cfg: Config, root: Path, name: str, notebook: str, env: dict, uid: in
         gone = f"the notebook's process stopped answering: {err}"
     finally:
         session.close()
+        shutil.rmtree(scratch, ignore_errors=True)
     for gid in (cells & set(specs)) - set(judged) - unportable:
         judged[gid] = (False, f"not reached ({gone})")
     return judged, (cells - set(specs)) | unportable
@@ -482,6 +519,7 @@ def publish(cfg: Config, root: Path, student: str, result: dict) -> None:
         json.dump(result, f, indent=1, sort_keys=True)
     os.replace(tmp, results / f"{student}.json")  # atomic: a result exists whole or not at all
     shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(verdict_root(cfg, student), ignore_errors=True)
 
 
 def load_result(cfg: Config, student: str) -> dict | None:

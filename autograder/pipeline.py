@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from .collect import collect, submission_hash
 from . import sandbox
-from .grade import build_template, grade_student, grader_version, load_result, publish
+from .grade import VERDICT_SLOTS, build_template, grade_student, grader_version, load_result, publish
 from .normalise import normalise
 from .report import feedback, merge, summary
 from .settings import REPO_ROOT, Config, as_dict
@@ -65,7 +65,8 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
                 and old.get("grader_version") == version and old.get("sandbox", False) >= (not cfg.unsafe):
             continue  # same submission, same grading code (and graded at least as safely): keep
         todo.append(s)
-    slots = list(range(max(1, cfg.workers)))
+    workers = min(max(1, cfg.workers), VERDICT_SLOTS - 1)  # a uid pair per worker slot (grade.verdict_uid)
+    slots = list(range(workers))
     import threading
 
     lock = threading.Lock()
@@ -86,7 +87,7 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
             with lock:
                 slots.append(slot)
 
-    with ThreadPoolExecutor(max_workers=max(1, cfg.workers)) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(job, s) for s in todo]
         for fut in tqdm(as_completed(futures), total=len(futures), desc=f"grading {cfg.lab}", unit="student",
                         disable=not progress):

@@ -1,5 +1,9 @@
 """What grading one student costs: `python -m autograder.timing LAB SUBMISSIONS [--out DIR] [--repeats N]`.
 
+`python -m autograder.timing LAB SUBMISSIONS --class-size N [--workers W]` grades a class of
+N copies of the first student, W at a time as `grade` does (default: one per core), and prints
+the class's wall time divided by N: what a student costs when a class is graded.
+
 `python -m autograder.timing LAB --checks-only` prints the floor under that cost instead: every
 check of the lab run once on the reference solution in this process, with no sandbox, no
 nbgrader and no notebook, each with its wall and CPU time.
@@ -49,6 +53,33 @@ def checks_only(lab: str) -> float:
     return total
 
 
+def whole_class(lab: str, submissions: Path, out: Path, course: Path, size: int, workers: int) -> int:
+    """Grade `size` copies of the first submission of `submissions` as one class; print the
+    per-student cost (the class's wall time / size) next to each student's own wall time."""
+    import shutil
+
+    from .pipeline import Config, build_template, collect, grade_class
+
+    student, first = next(iter(collect(submissions, lab, out / "collect-probe").items()))
+    shutil.rmtree(out / "collect-probe", ignore_errors=True)
+    copies = out / "class"
+    shutil.rmtree(copies, ignore_errors=True)
+    for i in range(size):
+        shutil.copytree(first, copies / f"student{i:03d}" / lab)
+    cfg = Config(lab, copies, out / "graded", course, workers=workers, force=True)
+    build_template(cfg)  # paid once per class: not counted
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    results = grade_class(cfg, progress=False)
+    wall = time.perf_counter() - t0
+    scores = sorted({f"{r['score']:g}/{r['max_score']:g}" for r in results})
+    each = sorted(r["seconds"] for r in results)
+    print(f"{lab}: a class of {size} copies of {student}, {workers} workers, "
+          f"{os.cpu_count()} cores: wall {wall:.1f} s, {wall / size:.1f} s per student; "
+          f"scores {', '.join(scores)}; one student's own time from {each[0]:.1f} to {each[-1]:.1f} s "
+          f"(median {statistics.median(each):.1f} s); load average {os.getloadavg()[0]:.1f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
@@ -69,9 +100,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="default: a folder under /tmp")
     ap.add_argument("--course", type=Path, default=None)
     ap.add_argument("--repeats", type=int, default=1, help="grade every student this many times")
+    ap.add_argument("--class-size", type=int, default=0, metavar="N",
+                    help="instead: grade a class of N copies of the first student with --workers workers, as "
+                         "`grade` does, and print the class's wall time divided by N")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="with --class-size (default: one per core)")
     a = ap.parse_args(argv)
     course = find_course(a.course)
     out = (a.out or Path("/tmp") / f"speclab-timing-{a.lab}-{os.getpid()}").resolve()
+    if a.class_size:
+        return whole_class(a.lab, a.submissions.resolve(), out, course, a.class_size, a.workers)
     cfg = Config(a.lab, a.submissions.resolve(), out, course, workers=1, force=True)
     out.mkdir(parents=True, exist_ok=True)
     original = sandbox.run

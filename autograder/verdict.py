@@ -76,8 +76,8 @@ def encode(x, refs: dict | None = None, depth: int = 0):
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in DTYPE_KINDS:
             raise Unportable(f"array of dtype {x.dtype}")
-        if x.ndim >= 2 and x.nbytes >= CACHE_BYTES and len(x) > 1 and _rows_alike(x):
-            # rows all alike (the checks' np.tile of one (p, q) pair): one row and a count
+        if x.ndim >= 2 and x.nbytes >= CACHE_BYTES and len(x) > 1 and (x.strides[0] == 0 or _rows_alike(x)):
+            # rows all alike (the checks' np.broadcast_to or np.tile of one (p, q) pair): one row and a count
             return {"__tile__": encode(x[0], None, depth + 1), "reps": len(x)}
         out = {"__nd__": x.dtype.str, "shape": list(x.shape)}
         small = _narrow_int(x)
@@ -224,6 +224,38 @@ def _rng_states(args) -> list:
     return out
 
 
+def _global_states() -> tuple:
+    """The process-wide random generators' states (numpy's legacy one, torch's CPU one if loaded),
+    as bytes: compared before and after the student's calls."""
+    import numpy as np
+
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    out = [keys.tobytes() + repr((kind, pos, has_gauss, gauss)).encode()]
+    torch = sys.modules.get("torch")
+    out.append(torch.get_rng_state().numpy().tobytes() if torch is not None else b"")
+    return tuple(out)
+
+
+def _moved(before: tuple) -> list[str]:
+    """Which global generators the student's calls moved since `before` ("numpy", "torch")."""
+    return [name for name, a, b in zip(("numpy", "torch"), before, _global_states()) if a != b and a]
+
+
+def _move_globals(moved) -> None:
+    """In the grader: move this process's global generators as the student's calls moved theirs,
+    so a check comparing the global states before and after (inside `alone()`) sees what the
+    student's process did."""
+    import numpy as np
+
+    names = set(moved or ()) if isinstance(moved, list) else set()
+    if "numpy" in names:
+        np.random.random()
+    if "torch" in names:
+        import torch
+
+        torch.rand(1)
+
+
 # ----------------------------------------------------------------------------- the harness (sandbox side)
 class _CellTimeout(BaseException):
     pass
@@ -250,8 +282,12 @@ def _register(obj, ref: list) -> None:
     _REGISTRY[id(obj)] = (obj, ref)
 
 
-def _install_recorders() -> None:
-    """In the grader: make the course's model factories note what they return (idempotent)."""
+def _install_recorders(check_module: str) -> None:
+    """In the grader: make the course's model factories note what they return (idempotent).
+    Only once a check module that uses models runs (one that imports torch): a lab without
+    models never pays for importing torch."""
+    if "torch" not in vars(sys.modules.get(check_module, sys)):
+        return
     for mod_name, fn_name in REF_SOURCES:
         try:
             mod = importlib.import_module(mod_name)
@@ -317,11 +353,17 @@ def serve(nb_path: str, cell_timeout: int) -> int:
             cache[key] = getattr(importlib.import_module(mod), fn)(*args)[idx]
         return cache[key]
 
-    for c in nb.get("cells", []):
+    def graded(c) -> bool:
+        meta = c.get("metadata", {}).get("nbgrader", {})
+        return c.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+    cells = list(nb.get("cells", []))
+    last = max((i for i, c in enumerate(cells) if graded(c)), default=-1)
+    for c in cells[: last + 1]:  # the cells after the last graded one cannot change a verdict: not run
         if c.get("cell_type") != "code":
             continue
         meta = c.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
+        if graded(c):
             _restore(snap)
             send({"at": meta.get("grade_id")})
             while True:
@@ -367,6 +409,7 @@ def _serve_call(req: dict, ns: dict, resolve) -> dict:
         args = [_arg(a, resolve) for a in req["args"]]
         kwargs = decode(req["kwargs"], resolve)
         signal.signal(signal.SIGALRM, _alarm)
+        before = _global_states()
         signal.setitimer(signal.ITIMER_REAL, float(req["timeout"]))
         try:
             value = fn(*args, **kwargs)
@@ -374,7 +417,7 @@ def _serve_call(req: dict, ns: dict, resolve) -> dict:
             signal.setitimer(signal.ITIMER_REAL, 0)
         names = sorted(kwargs)
         return {"id": req["id"], "value": encode(value), "rngs": _rng_states(args),
-                "krngs": dict(zip(names, _rng_states([kwargs[k] for k in names])))}
+                "krngs": dict(zip(names, _rng_states([kwargs[k] for k in names]))), "moved": _moved(before)}
     except _CellTimeout:
         return {"id": req.get("id"), "error": ["TimeoutError", "no result within the time limit"]}
     except BaseException as err:  # noqa: BLE001 - the student's exception is the result
@@ -387,22 +430,30 @@ def _serve_each(req: dict, ns: dict, resolve) -> dict:
     object throughout. One time limit for all the calls; the first exception stops them."""
     done: list = []
     shared: list = []
+    before: tuple = ()
     try:
         fn = ns.get(str(req["fn"]))
         if not callable(fn):
             raise NameError(f"name {req['fn']!r} is not defined")
-        shared = [_arg(a, resolve) for a in req["shared"]]
+        shared = [_arg(a, resolve) for a in req["shared"]]  # each one the harness's own, new object
 
         from autograder.checks.calls import fresh
 
+        uses = [0] * len(shared)
+        for a in [*(a for args in req["calls"] for a in args), *dict(req.get("kwargs") or {}).values()]:
+            if isinstance(a, dict) and "__shared__" in a:
+                uses[int(a["__shared__"])] += 1
+
         def arg(a):
             if isinstance(a, dict) and "__shared__" in a:
-                return fresh(shared[int(a["__shared__"])])
+                i = int(a["__shared__"])
+                return shared[i] if uses[i] == 1 else fresh(shared[i])  # a value used once needs no copy
             return decode(a, resolve)
 
         calls = [[arg(a) for a in args] for args in req["calls"]]
         kwargs = dict(req.get("kwargs") or {})
         signal.signal(signal.SIGALRM, _alarm)
+        before = _global_states()
         signal.setitimer(signal.ITIMER_REAL, float(req["timeout"]))
         try:
             for args in calls:
@@ -415,7 +466,8 @@ def _serve_each(req: dict, ns: dict, resolve) -> dict:
     except BaseException as err:  # noqa: BLE001 - the student's exception is the result
         error = [type(err).__name__, str(err)[:2000]]
     try:
-        msg = {"id": req.get("id"), "values": [encode(v) for v in done], "rngs": _rng_states(shared)}
+        msg = {"id": req.get("id"), "values": [encode(v) for v in done], "rngs": _rng_states(shared),
+               "moved": _moved(before) if before else []}
     except Unportable as err:
         return {"id": req.get("id"), "error": ["TypeError", str(err)]}
     if error is not None:
@@ -444,9 +496,13 @@ class Harness:
                 if hit is not None and hit[0] is a:
                     out.append({"__cached__": hit[1]})
                     continue
+                value = encode(a)
+                if "__tile__" in value:  # one row and a count: nothing to save by naming it
+                    out.append(value)
+                    continue
                 key = str(len(self.sent))
                 self.sent[id(a)] = (a, key)
-                out.append({"__cache_as__": key, "value": encode(a)})
+                out.append({"__cache_as__": key, "value": value})
             else:
                 out.append(encode(a, self.refs))
         return out
@@ -534,6 +590,7 @@ class Harness:
             for a, st in zip(shared, states):
                 if st is not None:
                     _set_rng(a, st)
+            _move_globals(msg.get("moved"))
         except (Unportable, KeyError, TypeError, ValueError) as err:
             raise AssertionError(f"{name} returned something that is not a plain value ({err})") from None
         if "error" in msg:
@@ -555,6 +612,7 @@ class Harness:
             for k, st in dict(msg.get("krngs") or {}).items():
                 if st is not None and k in kwargs:
                     _set_rng(kwargs[k], st)
+            _move_globals(msg.get("moved"))
         except (Unportable, KeyError, TypeError, ValueError) as err:
             raise AssertionError(f"{name} returned something that is not a plain value ({err})") from None
         return value
@@ -622,7 +680,7 @@ def graded_sources(db: Path, lab: str) -> dict[str, str]:
     return out
 
 
-_CHECK_LOCK = threading.Lock()
+_RECORDERS_LOCK = threading.Lock()
 
 
 class _StandIn:
@@ -642,15 +700,24 @@ def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float) -> tuple
     """Run one cell's checks in this process against the student's functions in the sandbox.
     (passed, error); raises Unportable when a check passes something that cannot cross, and
     HarnessGone when the student's process is gone."""
+    from autograder.checks.alone import SECTIONS
+
     module = importlib.import_module(spec.module)
-    _install_recorders()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        # one thread per check: other students' checks, nbgrader and the harnesses share the cores
+        torch.set_num_threads(1)
+    with _RECORDERS_LOCK:
+        _install_recorders(spec.module)
     harness.refs = _REGISTRY
 
     def stand_in(name):
         return _StandIn(harness, name, call_timeout_s)
 
     try:
-        with _CHECK_LOCK:  # one check at a time in the grader: a timing baseline never shares the GIL
+        # students' checks overlap in the grader; timed sections and those reading process-wide
+        # state run alone (autograder/checks/alone.py)
+        with SECTIONS.shared():
             for check, names in spec.calls:
                 getattr(module, check)(*[stand_in(n) for n in names])
     except (Unportable, HarnessGone):

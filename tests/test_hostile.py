@@ -24,6 +24,7 @@ import pytest
 import grading_fixtures as F
 from autograder import sandbox
 from autograder.pipeline import REPO_ROOT, Config, build_template, grade_class
+from autograder.grade import verdict_uid
 from autograder.sandbox import Limits
 from load import scaled
 
@@ -336,8 +337,9 @@ def run(tmp_path_factory):
     results = {r["student"]: r for r in grade_class(cfg, progress=False)}
     after = _digest(guarded)
     stray = [str(p) for p in Path("/tmp").glob(f"{MARK}*")] + [str(p) for p in Path("/tmp").glob("junk.bin")]
-    alive = _marked_processes() + [str(p) for slot in range(cfg.workers) for p in
-                                   sandbox.processes_of(sandbox.student_uid(slot))]
+    alive = _marked_processes() + [str(p) for slot in range(cfg.workers)
+                                   for uid in (sandbox.student_uid(slot), verdict_uid(slot))
+                                   for p in sandbox.processes_of(uid)]
     return cfg, cases, results, before, after, stray, alive
 
 

@@ -23,7 +23,8 @@ gpu = pytest.mark.gpu
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 
 # aten ops that hand a device value to the host (a GPU sync): .item()/int()/bool() and friends
-HOST_READS = {"_local_scalar_dense", "equal", "nonzero", "is_nonzero", "item", "masked_select", "unique", "_unique2"}
+HOST_READS = {"_local_scalar_dense", "equal", "nonzero", "is_nonzero", "item", "masked_select", "unique", "_unique2",
+              "Tensor.tolist", "Tensor.numpy"}  # the last two read without an aten op: OpRecorder wraps them
 
 
 def make_model(preset: str = "tiny", seed: int = 0, dtype: torch.dtype = torch.float32, device: str = "cpu") -> GPT:
@@ -69,6 +70,23 @@ class OpRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops.add(func.overloadpacket.__name__)
         return func(*args, **(kwargs or {}))
+
+    # reads of device values that run no aten op, so the dispatch mode alone would not see them
+    WRAPPED = ("tolist", "numpy")
+
+    def __enter__(self):
+        self._saved = {name: getattr(torch.Tensor, name) for name in self.WRAPPED}
+        for name, original in self._saved.items():
+            def wrapper(tensor, *args, _original=original, _name=name, **kwargs):
+                self.ops.add(f"Tensor.{_name}")
+                return _original(tensor, *args, **kwargs)
+            setattr(torch.Tensor, name, wrapper)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for name, original in self._saved.items():
+            setattr(torch.Tensor, name, original)
+        return super().__exit__(*exc)
 
 
 # -- equality with the eager path -------------------------------------------------------

@@ -86,7 +86,9 @@ NOTEBOOK_CELLS = [
                  "def draw_torch(generator=None):\n    import torch\n    return torch.rand(5, generator=generator)\n\n\n"
                  "def spoil(p, rng):\n    x = int(rng.integers(len(p)))\n    if p[0] < 0:\n        raise ValueError('saw a spoiled p')\n"
                  "    p[0] = -1.0\n    if len(p) == 3:\n        raise KeyError('three')\n    return x\n\n\n"
-                 "def tokens(n):\n    return np.arange(n, dtype=np.int64) % 7 - 3\n"),
+                 "def tokens(n):\n    return np.arange(n, dtype=np.int64) % 7 - 3\n\n\n"
+                 "def sloppy(rng):\n    np.random.random()\n    return int(rng.integers(10))\n\n\n"
+                 "def sloppy_torch(rng):\n    import torch\n    torch.rand(1)\n    return int(rng.integers(10))\n"),
     ("code", {"nbgrader": {"grade": True, "grade_id": "t1", "solution": False}}, "pass"),
     ("code", {}, "while True:\n    pass\n"),  # interrupted at the cell limit; the notebook goes on
     ("code", {"nbgrader": {"grade": True, "grade_id": "t2", "solution": False}}, "pass"),
@@ -152,6 +154,25 @@ def test_harness_in_a_real_sandbox(tmp_path):
         for n in (5, 5000):  # large integer outputs travel narrowed and arrive as int64
             out = h.call("tokens", (n,), {}, 10)
             assert out.dtype == np.int64 and np.array_equal(out, np.arange(n) % 7 - 3)
+        # the student's process moving its global generators moves the grader's (what a contract
+        # check compares inside alone()); calls that use only their own generator move nothing
+        def np_state():
+            state = np.random.get_state()
+            return state[1].tobytes(), state[2:]
+
+        np_before, torch_before = np_state(), torch.get_rng_state()
+        h.call("draw", (np.random.default_rng(1),), {}, 10)
+        call_each(verdict._StandIn(h, "draw", 10), [(np.random.default_rng(1),)] * 3)
+        assert np_before == np_state() and torch.equal(torch_before, torch.get_rng_state())
+        for name, single in (("sloppy", True), ("sloppy", False), ("sloppy_torch", True), ("sloppy_torch", False)):
+            np_before, torch_before = np_state(), torch.get_rng_state()
+            if single:
+                h.call(name, (np.random.default_rng(1),), {}, 10)
+            else:
+                call_each(verdict._StandIn(h, name, 10), [(np.random.default_rng(1),)] * 3)
+            moved_np = np_before != np_state()
+            moved_torch = not torch.equal(torch_before, torch.get_rng_state())
+            assert (moved_np, moved_torch) == ((True, False) if name == "sloppy" else (False, True)), (name, single)
         h.next()
         assert h.wait_at(60) == "t2"  # the infinite loop between was interrupted
         with pytest.raises(verdict.HarnessGone):
@@ -201,3 +222,32 @@ def test_tiled_arrays_travel_as_one_row():
     z[3, 0] = -0.0  # equal as numbers, not as bits: sent whole, the sign kept
     back = verdict.decode(json.loads(json.dumps(verdict.encode(z))))
     assert np.signbit(back[3, 0]) and not np.signbit(back[2, 0])
+
+
+def test_harness_stops_after_the_last_graded_cell(tmp_path):
+    """Cells after the last graded one cannot change a verdict: the harness does not run them."""
+    assert sandbox.capabilities().ok, sandbox.capabilities().missing
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    cells = [("code", {}, "open('before', 'w').write('x')\n"),
+             ("code", {"nbgrader": {"grade": True, "grade_id": "t1", "solution": False}}, "pass"),
+             ("code", {}, "open('after', 'w').write('x')\n")]
+    (scratch / "nb.ipynb").write_text(json.dumps(
+        {"cells": [{"cell_type": t, "metadata": m, "source": s, "outputs": [], "execution_count": None}
+                   for t, m, s in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    uid = sandbox.student_uid(6)
+    sandbox.give_to(scratch, uid)
+    repo = Path(__file__).resolve().parents[1]
+    s = sandbox.Session([sys.executable, "-I", str(repo / "autograder" / "verdict.py"), "serve",
+                         str(scratch / "nb.ipynb"), "--cell-timeout", "5"], scratch, scratch,
+                        sandbox.minimal_env(scratch, SPECLAB_CODE_ROOT=str(repo)), sandbox.Limits(memory_mb=2048), uid,
+                        tmp_path / "log", [repo / "autograder" / "__init__.py", repo / "autograder" / "replay.py",
+                                           repo / "autograder" / "verdict.py", repo / "autograder" / "checks"])
+    h = verdict.Harness(s, {}, deadline=time.monotonic() + 60)
+    try:
+        assert h.wait_at(30) == "t1"
+        h.next()
+        assert h.wait_at(30) is None
+    finally:
+        s.close()
+    assert (scratch / "before").exists() and not (scratch / "after").exists()

@@ -23,6 +23,7 @@ import torch
 from tqdm import tqdm
 
 from . import CellSpec, defer_to_grader
+from .alone import alone
 from .calls import call_each
 from .stats import ExactnessCase, check_case
 
@@ -226,13 +227,14 @@ def check_sampling_contracts(speculative_decode: Callable) -> None:
         return [list(out[0]) for out in call_each(speculative_decode, [(t, d, prompt, 6, 2)] * 20, temperature=1.0,
                                                    generator=gen)]
 
-    torch_state, np_state = torch.get_rng_state(), np.random.get_state()
-    first, second = run(5), run(5)
-    if not torch.equal(torch_state, torch.get_rng_state()):
+    with alone():  # no other check of the grader's process may move the global states meanwhile
+        torch_state, np_state = torch.get_rng_state(), np.random.get_state()
+        first, second = run(5), run(5)
+        torch_after, after = torch.get_rng_state(), np.random.get_state()
+    if not torch.equal(torch_state, torch_after):
         raise AssertionError("speculative_decode changed torch's global random state: every random number must come "
                              "from the generator argument (torch.multinomial(..., generator=generator), "
                              "torch.rand(..., generator=generator))")
-    after = np.random.get_state()
     if not (np_state[0] == after[0] and np.array_equal(np_state[1], after[1]) and np_state[2:] == after[2:]):
         raise AssertionError("speculative_decode changed numpy's global random state: every random number must come "
                              "from the generator argument")

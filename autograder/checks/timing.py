@@ -4,7 +4,8 @@ Notation: see the `speclab` package docstring.
 
 A timed check compares a student's code with a baseline timed alongside it. Three rules:
 
-1. **One student timed at a time.** Workers grading in parallel share one lock file
+1. **One student timed at a time.** A timed section runs with no other check of the grader's
+   process beside it (``alone()``, autograder/checks/alone.py), and workers grading in parallel share one lock file
    (``SPECLAB_TIMING_LOCK``, set by the grading pipeline to a file in its output folder);
    a timed section holds it (``fcntl.flock``), so two students' timings never overlap. A
    section that cannot get the lock within ``LOCK_WAIT_S`` (a notebook holding it forever)
@@ -37,6 +38,8 @@ from typing import Callable, Sequence
 
 from scipy import stats
 
+from .alone import alone
+
 LOCK_ENV = "SPECLAB_TIMING_LOCK"
 LOCK_WAIT_S = 150.0  # one other student's timed section (about 60 s on 2 busy cores), with room to spare
 LOOKS = (7, 10, 14, 18, 22)  # rounds after which the verdict is looked at
@@ -54,9 +57,16 @@ class TimingFailure(AssertionError):
 
 @contextmanager
 def timing_lock(wait_s: float = LOCK_WAIT_S):
-    """Hold the graders' shared timing lock (no-op when SPECLAB_TIMING_LOCK is unset).
+    """Time alone: no other check of this process runs (autograder/checks/alone.py), and no
+    other grader times (the lock file SPECLAB_TIMING_LOCK names, when it is set).
 
-    Yields a note (empty, or why the section timed without the lock)."""
+    Yields a note (empty, or why the section timed without the lock file)."""
+    with alone(), _lock_file(wait_s) as note:
+        yield note
+
+
+@contextmanager
+def _lock_file(wait_s: float):
     path = os.environ.get(LOCK_ENV, "")
     if not path:
         yield ""
