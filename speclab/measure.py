@@ -46,8 +46,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-import torch
 from tqdm.auto import tqdm
+
+
+class _LazyTorch:
+    """`torch`, imported on first use: timing numpy code (Lab 1's samplers) never pays for it."""
+
+    def __getattr__(self, name: str):
+        import torch as real
+
+        globals()["torch"] = real  # later uses go straight to the module
+        return getattr(real, name)
+
+
+torch = _LazyTorch()
 
 __all__ = [
     "Timing",
@@ -152,8 +164,8 @@ class Timing:
 
 def device_name(device: torch.device | str | None = None) -> str:
     """A human-readable name of the device a timing ran on (with the CPU thread count)."""
-    device = torch.device("cpu" if device is None else device)
-    if device.type == "cuda":
+    device = torch.device(device) if device is not None else None
+    if device is not None and device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
     cpu = platform.processor() or platform.machine() or "cpu"
     try:  # Linux: the marketing name is more useful than the architecture
@@ -164,13 +176,17 @@ def device_name(device: torch.device | str | None = None) -> str:
                     break
     except OSError:
         pass
-    threads = torch.get_num_threads()
-    return f"{device.type} ({cpu}, {threads} thread{'' if threads == 1 else 's'})"
+    if "torch" not in sys.modules:  # numpy code timed: torch's thread count says nothing about it
+        return f"cpu ({cpu})"
+    threads = sys.modules["torch"].get_num_threads()
+    return f"{'cpu' if device is None else device.type} ({cpu}, {threads} thread{'' if threads == 1 else 's'})"
 
 
 def synchronize(device: torch.device | str | None) -> None:
     """Wait for queued GPU work on ``device``; nothing to wait for on a CPU."""
-    device = torch.device("cpu" if device is None else device)
+    if device is None or device == "cpu":  # no torch needed (numpy code is timed with device None)
+        return
+    device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "mps":
@@ -477,11 +493,11 @@ def quality_note(timings: Sequence[Timing] | Mapping[float, Timing], what: str =
 
 
 # ---------------------------------------------------------------------- copy bandwidth
-def copy_bytes(numel: int, dtype: torch.dtype = torch.float32) -> int:
+def copy_bytes(numel: int, dtype: torch.dtype | None = None) -> int:
     """Bytes moved by ``dst.copy_(src)`` of ``numel`` elements: each is read once and written once."""
     if numel < 0:
         raise ValueError(f"numel must be >= 0, got {numel}")
-    return 2 * numel * torch.empty((), dtype=dtype).element_size()
+    return 2 * numel * torch.empty((), dtype=torch.float32 if dtype is None else dtype).element_size()
 
 
 @dataclass(frozen=True)
@@ -497,13 +513,15 @@ class Bandwidth:
 def copy_bandwidth(
     n_bytes: int = 64 * 2**20,
     device: torch.device | str | None = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
     repeats: int = 7,
     warmup: int = 2,
     budget_s: float = 0.0,
 ) -> Bandwidth:
     """Copy bandwidth: time ``dst.copy_(src)`` of a tensor of ``n_bytes`` (choose it well above
-    the last-level cache, or the result is cache bandwidth) and count read + write bytes."""
+    the last-level cache, or the result is cache bandwidth) and count read + write bytes
+    (dtype: default float32)."""
+    dtype = torch.float32 if dtype is None else dtype
     element = torch.empty((), dtype=dtype).element_size()
     numel = n_bytes // element
     if numel < 1:
@@ -543,13 +561,14 @@ def matmul_throughput(
     m: int = 1024,
     n: int | None = None,
     k: int | None = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
     repeats: int = 7,
     warmup: int = 2,
     budget_s: float = 0.0,
 ) -> Throughput:
-    """FLOP/s of ``a @ b`` with a: [m, k], b: [k, n] (square when only m is given)."""
+    """FLOP/s of ``a @ b`` with a: [m, k], b: [k, n] (square when only m is given; dtype: default float32)."""
+    dtype = torch.float32 if dtype is None else dtype
     n = m if n is None else n
     k = m if k is None else k
     if min(m, n, k) < 1:

@@ -162,3 +162,45 @@ def test_the_scan_sees_a_read_outside_alone(tmp_path):
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     reads = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "get_state"]
     assert all(_inside_alone(n, parents) for n in reads)
+
+
+def test_a_check_waiting_for_its_sandbox_does_not_hold_back_a_timed_section():
+    sections = Sections()
+    waiting, answered, timed_done = threading.Event(), threading.Event(), threading.Event()
+    events: list[str] = []
+
+    def check_waiting_on_sandbox():
+        with sections.shared():
+            with sections.released():  # what Harness._exchange does around the round trip
+                waiting.set()
+                answered.wait(timeout=10)
+            events.append("check resumed")  # only once the timed section has left
+
+    def timed():
+        with sections.alone():
+            events.append("timed")
+            answered.set()  # the other student's sandbox answers while this section is alone
+            time.sleep(0.05)
+            events.append("timed done")
+        timed_done.set()
+
+    a = threading.Thread(target=check_waiting_on_sandbox)
+    a.start()
+    assert waiting.wait(10)
+    b = threading.Thread(target=timed)
+    b.start()
+    for t in (a, b):
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in (a, b))
+    assert events == ["timed", "timed done", "check resumed"]
+    assert sections.state() == (0, False, 0)
+
+
+def test_nothing_is_released_inside_alone():
+    """A timed call's round trip stays alone: released() inside alone() gives nothing up."""
+    sections = Sections()
+    with sections.shared():
+        with sections.alone():
+            with sections.released():
+                assert sections.state() == (0, True, 0)
+        assert sections.state() == (1, False, 0)

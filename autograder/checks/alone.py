@@ -11,9 +11,12 @@ holds `SECTIONS.shared()` for its whole run. Two kinds of section may not overla
   generators did not move" (lab1.check_randomness_contract, lab2.check_sampling_contracts):
   another check seeding torch's global generator (speclab.toy.toy_model) would move it.
 
-Such a section is written `with alone():`. It waits until every other thread's check has
-left (a thread that holds `shared()` itself gives it up while it waits, so two threads
-asking at once cannot deadlock), and no check starts while it waits or runs. In a
+Such a section is written `with alone():`. It waits until no other thread's check is running
+grader-side code (a thread that holds `shared()` itself gives it up while it waits, so two
+threads asking at once cannot deadlock), and no check runs grader-side code while it waits or
+runs. A check waiting for its student's sandbox to answer (autograder/verdict.py) does not
+count: it gives its share up for the wait (`released()`), so one student's timing waits for
+milliseconds of another's statistics, not for the minute its student's decoder takes. In a
 notebook, where no grader shares the process, `alone()` costs one uncontended lock.
 """
 from __future__ import annotations
@@ -22,7 +25,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["Sections", "SECTIONS", "alone", "shared"]
+__all__ = ["Sections", "SECTIONS", "alone", "released", "shared"]
 
 
 class Sections:
@@ -88,6 +91,27 @@ class Sections:
                     self._shared += 1
                 self._cond.notify_all()
 
+    @contextmanager
+    def released(self) -> Iterator[None]:
+        """Inside shared(): give it up while this thread waits on another process (the student's
+        sandbox computing an answer) and take it back afterwards, waiting while a section is alone
+        or waiting to be. So a timed section waits only for the grader-side work of other checks,
+        never for their students' code. Nothing is given up inside alone(): a timed call's round
+        trip stays alone."""
+        if not self._depth() or getattr(self._mine, "alone", False):
+            yield
+            return
+        with self._cond:
+            self._shared -= 1
+            self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                while self._alone or self._waiting:
+                    self._cond.wait()
+                self._shared += 1
+
     def state(self) -> tuple[int, bool, int]:
         """(threads sharing, a thread alone, threads waiting to be alone): for tests."""
         with self._cond:
@@ -97,3 +121,4 @@ class Sections:
 SECTIONS = Sections()
 alone = SECTIONS.alone
 shared = SECTIONS.shared
+released = SECTIONS.released
