@@ -58,7 +58,7 @@ test: setup
 # the source is converted (jupytext) into solutions/<lab>/<lab>.ipynb, then nbgrader writes labs/<lab>/.
 LABS ?= $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard solutions/*/*.md)))))
 labs: setup
-	$(PY) -m autograder.labs $(LABS)
+	$(PY) -m autograder.authoring.labs $(LABS)
 	@for lab in $(LABS); do \
 	  PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/nbgrader generate_assignment "$$lab" --force; \
 	done

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from .locate import find_course
+from .pipeline.config import find_course
 
 
 def _grade_options(g: argparse.ArgumentParser) -> None:
@@ -39,9 +39,9 @@ def _grade_options(g: argparse.ArgumentParser) -> None:
 
 
 def _grade(a: argparse.Namespace) -> int:
-    from .nbgrader_cmd import skip_slow_imports
+    from .inside.nbgrader_cmd import skip_slow_imports
 
-    skip_slow_imports()  # the grader imports nbformat too (autograder/nbgrader_cmd.py)
+    skip_slow_imports()  # the grader imports nbformat too (autograder/inside/nbgrader_cmd.py)
     from .pipeline import Config, build_template, grade_class, summary
     from .sandbox import Limits
 
@@ -81,13 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "grade":
         return _grade(a)
     if a.command == "gradescope":
-        from .gradescope import build_zip
+        from .export.gradescope import build_zip
 
         course = find_course(a.course)
         path = build_zip(course, a.lab, a.zip or course / "dist" / f"gradescope-{a.lab}.zip", a.visibility)
         print(f"Gradescope autograder for {a.lab}: {path}")
         return 0
-    from .student_release import build_release
+    from .export.student_release import build_release
 
     course = find_course(a.course)
     folder, archive = build_release(course, a.dest or course / "dist" / "student")

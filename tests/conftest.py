@@ -1,94 +1,29 @@
-"""Shared fixtures: a throw-away nbgrader course that runs the REAL nbgrader commands.
+"""Shared fixtures: throw-away nbgrader courses (tests/support/courses.py) and the book built once.
 
-`nbgrader_course` builds a course in tmp_path that uses the repository's
-configuration (autograder/nbgrader_config.py) and the repository's solutions/,
-but writes its release, submissions, autograded notebooks and gradebook under
-tmp_path only. Submissions are added as notebooks; `autograde` runs
-`nbgrader autograde` as a subprocess; `scores` reads the gradebook.
+tests/support holds the helpers tests import by name; it is put on sys.path here.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # `autograder` is imported from the checkout, it is not an installed package
-    sys.path.insert(0, str(ROOT))
-from load import cpu_of_children, scaled  # noqa: E402 - tests/ is on sys.path under pytest
+SUPPORT = Path(__file__).resolve().parent / "support"  # helpers the tests import by name (load, grading_fixtures, ...)
+for _path in (ROOT, SUPPORT):
+    if str(_path) not in sys.path:  # `autograder` is imported from the checkout
+        sys.path.insert(0, str(_path))
+from courses import NbgraderCourse, make_course  # noqa: E402,F401 - NbgraderCourse: the fixtures' type
+from load import scaled  # noqa: E402
 
 BIN = Path(sys.executable).parent  # the venv's bin: nbgrader, and alembic which the gradebook needs
-
-
-@dataclass(frozen=True)
-class Cost:
-    wall_s: float
-    cpu_s: float  # what a budget is checked on: it does not grow with other processes' load
-
-    def __str__(self) -> str:
-        return f"{self.wall_s:.1f} s wall, {self.cpu_s:.1f} s CPU"
-
-
-@dataclass
-class NbgraderCourse:
-    root: Path
-
-    def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-        """One nbgrader command; `timeout` is sized for a quiet machine and scaled by tests/load.py."""
-        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-        proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=self.root, env=env,
-                              capture_output=True, text=True, timeout=scaled(timeout))
-        if proc.returncode != 0:
-            raise AssertionError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-        return proc
-
-    def generate(self, lab: str) -> Path:
-        """`nbgrader generate_assignment`: the student version, and the lab in this course's gradebook."""
-        self.run("generate_assignment", lab, "--force")
-        return self.root / "labs" / lab
-
-    def add_submission(self, student: str, lab: str, nb: nbformat.NotebookNode, name: str | None = None) -> Path:
-        path = self.root / "submitted" / student / lab / f"{name or lab}.ipynb"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, path)
-        return path
-
-    def autograde(self, lab: str, student: str = "*", exclude: str = "", timeout: float = 600) -> Cost:
-        """Run `nbgrader autograde` once for the students matching `student` (a glob) except the
-        comma-separated `exclude`; return its wall time and CPU time (nbgrader and its kernels)."""
-        t0, c0 = time.perf_counter(), cpu_of_children()
-        self.run("autograde", lab, "--force", f"--student={student}",
-                 f"--CourseDirectory.student_id_exclude={exclude}", timeout=timeout)
-        return Cost(time.perf_counter() - t0, cpu_of_children() - c0)
-
-    def scores(self, lab: str, student: str, notebook: str | None = None) -> dict[str, tuple[float, float]]:
-        """grade cell id -> (score, max score) from the gradebook."""
-        from nbgrader.api import Gradebook
-
-        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}") as gb:
-            nb = gb.find_submission_notebook(notebook or lab, lab, student)
-            return {g.name: (float(g.score), float(g.max_score)) for g in nb.grades}
 
 
 @pytest.fixture
 def nbgrader_course(tmp_path: Path) -> NbgraderCourse:
     return make_course(tmp_path)
-
-
-def make_course(root: Path) -> NbgraderCourse:
-    """A course at root using the repository's configuration and solutions/."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "nbgrader_config.py").write_text(
-        "c = get_config()\n"
-        f"load_subconfig({str(ROOT / 'autograder' / 'nbgrader_config.py')!r})\n")
-    (root / "solutions").symlink_to(ROOT / "solutions", target_is_directory=True)
-    return NbgraderCourse(root)
 
 
 @pytest.fixture(scope="session")

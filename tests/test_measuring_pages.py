@@ -292,13 +292,13 @@ def test_the_harness_catches_a_cell_that_trusts_its_timings(tmp_path):
 # ------------------------------------------------------------------------- under load
 @pytest.mark.slow
 def test_measuring_chapters_and_lab2_timing_on_a_loaded_machine(tmp_path):
-    """Two busy loops (autograder.timing_load.busy_loops: bounded, always killed) keep both cores of
+    """Two busy loops (autograder.audit.timing_load.busy_loops: bounded, always killed) keep both cores of
     a 2-core machine busy while every measuring chapter runs on the real clock and the Lab 2
     reference goes through the timed speedup check, holding a graders' lock file as in the
     pipeline. No cell may raise, no progress bar may reach a page, and the check must not fail
     the reference (a false failure has probability <= 2.5 % per timed run, timing.ALPHA_CLAUSE
     per clause)."""
-    from autograder.timing_load import busy_loops, grade_reference
+    from autograder.audit.timing_load import busy_loops, grade_reference
 
     chapters = measuring_chapters()
     with busy_loops(2, seconds=1800) as busy:

@@ -4,8 +4,8 @@
 Bonferroni union bound, power lower bounds, readable failure messages);
 `lab1`, `lab2`, ... hold one check function per graded test cell and a `CELLS`
 list of `CellSpec`: the one description of a lab's graded cells, from which
-`autograder.labs` checks the test cells of `solutions/<lab>/<lab>.md` and
-`autograder.power` computes false-failure bounds and mutant detection.
+`autograder.authoring.labs` checks the test cells of `solutions/<lab>/<lab>.md` and
+`autograder.audit.power` computes false-failure bounds and mutant detection.
 Notation: see the `speclab` package docstring.
 """
 from __future__ import annotations
@@ -17,6 +17,20 @@ from typing import Callable
 
 # Set by the grading pipeline for its nbgrader run only; written by defer_value, read by deferred_names
 DEFER_ENV = "SPECLAB_DEFER_CHECKS"
+# Folders (os.pathsep-separated) holding check modules of labs that live outside this package: a course's
+# own lab, or the test suite's tiny lab. The pipeline sets it in the sandbox for `Config.lab_checks`.
+LAB_CHECKS_ENV = "SPECLAB_LAB_CHECKS"
+
+
+def add_folder(folder) -> None:
+    """Let `autograder.checks.<lab>` also find the module `<lab>.py` in folder (this process only)."""
+    folder = os.path.abspath(str(folder))
+    if folder not in __path__:
+        __path__.append(folder)
+
+
+for _folder in filter(None, os.environ.get(LAB_CHECKS_ENV, "").split(os.pathsep)):
+    add_folder(_folder)
 
 
 def defer_value(checks: dict[str, list[str]]) -> str:
@@ -55,7 +69,7 @@ class CellSpec:
 def defer_to_grader(namespace: dict) -> None:
     """Called at the end of each checks module. In the grading pipeline's nbgrader run, the checks
     named in DEFER_ENV become no-ops when a notebook calls them: the grader runs each of them once,
-    itself, with the student's functions in the sandbox (autograder/verdict.py), and keeps the
+    itself, with the student's functions in the sandbox (autograder/pipeline/judge.py), and keeps the
     lower of nbgrader's score and its own, so a no-op here only leaves the decision to the grader
     (and saves running every statistical check twice). A check that declares `in_grader = False`
     (it passes the student something that cannot cross the sandbox) is never deferred. Outside

@@ -1,7 +1,7 @@
 """Checks side by side in one grader process, and the sections of a check that must run alone.
 
 The pipeline grades several students at once in threads of one process, and the grader's own
-verdict (autograder/verdict.py) runs each student's checks in that process. Most of a check
+verdict (autograder/pipeline/judge.py) runs each student's checks in that process. Most of a check
 is waiting for the student's sandbox to answer, so two students' checks may overlap: each
 holds `SECTIONS.shared()` for its whole run. Two kinds of section may not overlap anything:
 
@@ -14,7 +14,7 @@ holds `SECTIONS.shared()` for its whole run. Two kinds of section may not overla
 Such a section is written `with alone():`. It waits until no other thread's check is running
 grader-side code (a thread that holds `shared()` itself gives it up while it waits, so two
 threads asking at once cannot deadlock), and no check runs grader-side code while it waits or
-runs. A check waiting for its student's sandbox to answer (autograder/verdict.py) does not
+runs. A check waiting for its student's sandbox to answer (autograder/pipeline/judge.py) does not
 count: it gives its share up for the wait (`released()`), so one student's timing waits for
 milliseconds of another's statistics, not for the minute its student's decoder takes. In a
 notebook, where no grader shares the process, `alone()` costs one uncontended lock.

@@ -1,7 +1,7 @@
 """Many calls of a student's function, in one go when the function lives in the grading sandbox.
 
 A statistical check calls the student's sampler tens of thousands of times. Inside a notebook
-that is a plain loop; in the grader's own verdict (autograder/verdict.py) the student's
+that is a plain loop; in the grader's own verdict (autograder/pipeline/judge.py) the student's
 function runs in a sandboxed process, and one round trip per call cost about 0.6 ms, more
 than the sampler itself. `call_each` gives the checks one way to write the loop: the
 verdict's stand-in sends the whole list in one message and gets the results in one answer.

@@ -5,8 +5,8 @@ are computed here by enumeration; samplers are compared with them by
 `autograder.checks.stats` (a total-variation distance test with a stated eps, union bound). Every statistical
 test cell has a false-failure probability <= ALPHA_CELL = 1e-6 for a correct
 implementation, whatever the seed; the seeds are fixed so grading is
-deterministic. `python -m autograder.power lab1` prints the exact bounds and the
-power against every mutant in `autograder.mutants.lab1`.
+deterministic. `python -m autograder.audit.power lab1` prints the exact bounds and the
+power against every mutant in `autograder.audit.mutants.lab1`.
 
 Failure messages say which property failed and by how much, never how to fix it.
 """
@@ -496,7 +496,7 @@ def _draw_batch(p: np.ndarray, q: np.ndarray) -> Callable:
         rows = BATCH_CHUNK if len(p) > 64 else n
         sizes = [min(rows, n - done) for done in range(0, n, rows)]
         # a read-only view per call, no rows in memory: each call gets its own (m, V) copy (call_each), and
-        # the grader's verdict sends a view as one row and a count (autograder/verdict.py)
+        # the grader's verdict sends a view as one row and a count (autograder/pipeline/judge.py)
         outs = call_each(fn, [(np.broadcast_to(p, (m, len(p))), np.broadcast_to(q, (m, len(q))), rng) for m in sizes])
         return np.concatenate([_batch_result(out, m) for out, m in zip(outs, sizes)])
     return draw
@@ -668,7 +668,7 @@ DETERMINISTIC_NOTES = {
 }
 
 def report_extra(grade_id: str, reference) -> str:
-    """Measured facts `python -m autograder.power` adds to a deterministic cell's note."""
+    """Measured facts `python -m autograder.audit.power` adds to a deterministic cell's note."""
     if grade_id == "test_batch_speed":
         return f" (the reference measured {measure_speedup(reference.speculative_sample_batch):.0f}x here)"
     return ""

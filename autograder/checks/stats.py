@@ -59,7 +59,7 @@ smallest delta at which that reaches 0.999 (`eps_at_power` with the looks). Agai
 wrong law, `power_lower_bound` subtracts the exact binomial probability of each early pass.
 
 The lab's `n` per case is the smallest meeting its eps target (`n_for_eps`), and
-`python -m autograder.power <lab>` prints n, eps, and the false-failure bound.
+`python -m autograder.audit.power <lab>` prints n, eps, and the false-failure bound.
 """
 from __future__ import annotations
 

@@ -1,0 +1,201 @@
+"""What grading one student costs: `python -m autograder.audit.cost LAB SUBMISSIONS [--out DIR] [--repeats N]`.
+
+`python -m autograder.audit.cost LAB SUBMISSIONS --class-size N [--workers W]` grades a class of
+N copies of the first student, W at a time as `grade` does (default: one per core), and prints
+the class's wall time divided by N: what a student costs when a class is graded.
+
+`python -m autograder.audit.cost LAB --checks-only` prints the floor under that cost instead: every
+check of the lab run once on the reference solution in this process, with no sandbox, no
+nbgrader and no notebook, each with its wall and CPU time.
+
+`python -m autograder.audit.cost LAB --nbgrader-only` times the REAL `nbgrader autograde` of the
+reference submission alone, in a throw-away course (no sandbox, no second opinion), and prints its
+scores per graded cell; it exits 1 unless the reference gets full marks.
+
+Grades every student of SUBMISSIONS (a folder, as for `grade`) one after the other, with the
+re-check on, and prints for each the wall time and the CPU time (user + system, of the grader
+and of every process it waited for: nbgrader, the kernel it starts, the clean re-check) of
+each sandboxed command and of the whole student. CPU time is what a quiet machine's wall time
+would roughly be for these single-threaded processes (OMP_NUM_THREADS=1 in the sandbox); on a
+loaded machine wall time grows with the load and CPU time much less. The template (the lab
+released once) is built first and reported apart, as it is paid once per class.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def checks_only(lab: str) -> float:
+    """Run every check of `lab` on the reference solution here; print and return the total wall time."""
+    import importlib
+
+    from autograder.authoring import reference
+    from autograder.checks import DEFER_ENV
+
+    os.environ.pop(DEFER_ENV, None)
+    ns = vars(reference.load(lab))
+    cells = importlib.import_module(f"autograder.checks.{lab}").CELLS
+    total = 0.0
+    for spec in cells:
+        t0, c0 = time.perf_counter(), time.process_time()
+        spec.check(*[ns[name] for name in spec.args])
+        wall = time.perf_counter() - t0
+        total += wall
+        print(f"{spec.grade_id:<28} wall {wall:6.1f} s, cpu {time.process_time() - c0:6.1f} s", flush=True)
+    print(f"every check of {lab} on the reference, in one process: {total:.1f} s")
+    return total
+
+
+def nbgrader_only(lab: str) -> int:
+    """The wall time of the real `nbgrader autograde` of the reference submission alone, in a throw-away
+    course (the course's configuration and solutions/); print it with the load average and the scores."""
+    import subprocess
+    import tempfile
+
+    import nbformat
+    from nbgrader.api import Gradebook
+
+    from autograder.audit.mutants import make_submission
+    from autograder.pipeline.config import BIN, REPO_ROOT, nbgrader_env, write_course
+
+    def nbgrader(course: Path, *args: str) -> None:
+        proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=nbgrader_env(course),
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"nbgrader {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        course = write_course(Path(tmp), REPO_ROOT, link_solutions=True)
+        nbgrader(course, "generate_assignment", lab, "--force")
+        release = nbformat.read(course / "labs" / lab / f"{lab}.ipynb", as_version=4)
+        path = course / "submitted" / "reference" / lab / f"{lab}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(make_submission(lab, release), path)
+        t0 = time.perf_counter()
+        nbgrader(course, "autograde", lab, "--force", "--student=reference")
+        seconds = time.perf_counter() - t0
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+            nb = gb.find_submission_notebook(lab, lab, "reference")
+            scores = {g.name: (float(g.score), float(g.max_score)) for g in nb.grades}
+    got, top = sum(s for s, _ in scores.values()), sum(m for _, m in scores.values())
+    print(f"{lab}: nbgrader autograde of the reference submission took {seconds:.1f} s "
+          f"(load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} cores); "
+          f"score {got:g} / {top:g}")
+    for name, (sc, mx) in scores.items():
+        print(f"  {name:28s} {sc:g} / {mx:g}")
+    return 0 if got == top else 1
+
+
+def whole_class(lab: str, submissions: Path, out: Path, course: Path, size: int, workers: int) -> int:
+    """Grade `size` copies of the first submission of `submissions` as one class; print the
+    per-student cost (the class's wall time / size) next to each student's own wall time."""
+    import shutil
+
+    from autograder.pipeline import Config, build_template, collect, grade_class
+
+    student, first = next(iter(collect(submissions, lab, out / "collect-probe").items()))
+    shutil.rmtree(out / "collect-probe", ignore_errors=True)
+    copies = out / "class"
+    shutil.rmtree(copies, ignore_errors=True)
+    for i in range(size):
+        shutil.copytree(first, copies / f"student{i:03d}" / lab)
+    cfg = Config(lab, copies, out / "graded", course, workers=workers, force=True)
+    build_template(cfg)  # paid once per class: not counted
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    results = grade_class(cfg, progress=False)
+    wall = time.perf_counter() - t0
+    scores = sorted({f"{r['score']:g}/{r['max_score']:g}" for r in results})
+    each = sorted(r["seconds"] for r in results)
+    print(f"{lab}: a class of {size} copies of {student}, {workers} workers, "
+          f"{os.cpu_count()} cores: wall {wall:.1f} s, {wall / size:.1f} s per student; "
+          f"scores {', '.join(scores)}; one student's own time from {each[0]:.1f} to {each[-1]:.1f} s "
+          f"(median {statistics.median(each):.1f} s); load average {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--checks-only" in argv:
+        (lab,) = [a for a in argv if a != "--checks-only"]
+        checks_only(lab)
+        return 0
+    if "--nbgrader-only" in argv:
+        (lab,) = [a for a in argv if a != "--nbgrader-only"]
+        return nbgrader_only(lab)
+    from autograder.inside.nbgrader_cmd import skip_slow_imports
+    from autograder.sandbox import policy
+
+    skip_slow_imports()
+    from autograder.pipeline import Config, build_template, collect, find_course, grade_student
+
+    ap = argparse.ArgumentParser(prog="python -m autograder.audit.cost")
+    ap.add_argument("lab")
+    ap.add_argument("submissions", type=Path)
+    ap.add_argument("--out", type=Path, default=None, help="default: a folder under /tmp")
+    ap.add_argument("--course", type=Path, default=None)
+    ap.add_argument("--repeats", type=int, default=1, help="grade every student this many times")
+    ap.add_argument("--class-size", type=int, default=0, metavar="N",
+                    help="instead: grade a class of N copies of the first student with --workers workers, as "
+                         "`grade` does, and print the class's wall time divided by N")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="with --class-size (default: one per core)")
+    a = ap.parse_args(argv)
+    course = find_course(a.course)
+    out = (a.out or Path("/tmp") / f"speclab-timing-{a.lab}-{os.getpid()}").resolve()
+    if a.class_size:
+        return whole_class(a.lab, a.submissions.resolve(), out, course, a.class_size, a.workers)
+    cfg = Config(a.lab, a.submissions.resolve(), out, course, workers=1, force=True)
+    out.mkdir(parents=True, exist_ok=True)
+    original = policy.run  # what every StudentBox runs its commands with
+    phases: list[tuple[str, float, float]] = []
+
+    def timed(cmd, *args, **kwargs):
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        result = original(cmd, *args, **kwargs)
+        joined = " ".join(map(str, cmd))
+        name = ("re-check" if "autograder.inside.recheck" in joined else "nbgrader autograde" if "autograde" in joined
+                else Path(str(cmd[0])).name)
+        phases.append((name, time.perf_counter() - t0, cpu_seconds() - c0))
+        return result
+
+    policy.run = timed
+    try:
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        layout = build_template(cfg)
+        print(f"template (once per class): wall {time.perf_counter() - t0:.1f} s, cpu {cpu_seconds() - c0:.1f} s")
+        students = collect(cfg.submissions, cfg.lab, cfg.out)
+        totals: dict[str, list[tuple[float, float]]] = {}
+        for rep in range(a.repeats):
+            for student, folder in students.items():
+                phases.clear()
+                t0, c0 = time.perf_counter(), cpu_seconds()
+                result = grade_student(cfg, layout, student, folder, 0)
+                wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+                totals.setdefault(student, []).append((wall, cpu))
+                load = os.getloadavg()[0]
+                print(f"{student} (run {rep + 1}): {result['score']:g}/{result['max_score']:g} points, "
+                      f"wall {wall:.1f} s, cpu {cpu:.1f} s, load average {load:.1f}")
+                for name, w, c in phases:
+                    print(f"    {name}: wall {w:.1f} s, cpu {c:.1f} s")
+        for student, runs in totals.items():
+            print(f"{student}: median of {len(runs)} run(s): wall {statistics.median(w for w, _ in runs):.1f} s, "
+                  f"cpu {statistics.median(c for _, c in runs):.1f} s")
+    finally:
+        policy.run = original
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""False-failure bounds of the hidden tests and their power against every mutant.
+
+    .venv/bin/python -m autograder.audit.power lab1            # print the tables
+    .venv/bin/python -m autograder.audit.power lab1 --json F   # also write them to F
+    .venv/bin/python -m autograder.audit.power lab1 --show F   # print a saved report, recompute nothing
+
+Notation: see the `speclab` package docstring.
+
+Per statistical case (`autograder.checks.stats`): n, the number K of outcomes, eps
+(every output law at total variation >= eps from the exact one fails the case with
+probability >= 0.999: the worst case over all laws, exact binomial tails) and
+McDiarmid's bound on the probability that a correct implementation fails it; a
+cell's false-failure bound is the sum over its cases (union bound). The bounds hold
+for any seed; grading uses fixed seeds. Deterministic cells (no randomness) cannot
+fail a correct implementation (their tolerance is 1e-9 on exactly computed values).
+
+Detection (power) of a mutant, in the part it breaks:
+* by a deterministic cell without randomness: 1 if the check fails, else 0;
+* by a statistical case: M fresh draws of the mutant (other seeds, M = min(draws
+  scale x n, max draws)); the first half picks the outcomes the mutant favours, the
+  second half gives a Clopper-Pearson lower end (level 1 - 1e-4) of their
+  probability, and the exact binomial probability that the hidden test's total
+  variation reaches its threshold through them is taken (`stats.power_from_outcomes`):
+  a lower bound on the power. A draw that violates the
+  output contract (wrong length, crash) is an outcome of probability 0 under a
+  correct implementation: the power is then at least 1 - (1 - rho)^n with rho
+  the Clopper-Pearson lower end of the violation rate.
+The mutant's detection probability is the largest lower bound over its part's cells
+(the search stops at the first cell or case that reaches 0.999).
+
+What a lab provides: `autograder.checks.<lab>` with CELLS (CellSpec list), ALPHA_CELL,
+DETERMINISTIC_NOTES (grade id -> why a correct implementation cannot fail it), an
+optional report_extra(grade_id, reference_module) -> str, and `check.randomised =
+True` on deterministic checks whose verdict on a wrong implementation may depend on
+the seed or the machine (timings: skipped here); `autograder.audit.mutants.<lab>` with MUTANTS;
+`solutions/<lab>/<lab>.md`, whose reference solution `autograder.reference` loads.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as st
+from tqdm import tqdm
+
+from autograder.checks.stats import (ExactnessCase, case_eps, case_false_failure_bound, early_passes,
+                                     power_from_outcomes)
+from autograder.authoring import reference as reference_solution
+from autograder.audit.mutants import Mutant, namespace
+
+CONF_FAIL = 1e-4
+TARGET = 0.999
+
+
+def _violation_power(case: ExactnessCase, bad: int, total: int, chunk: int) -> float:
+    """Lower bound on P(detect) from the rate of draws (or chunks) that break the contract."""
+    rho = st.beta.ppf(CONF_FAIL, bad, total - bad + 1) if bad > 0 else 0.0
+    looks = early_passes(case.n, case.eps)
+    draws = (looks[0][0] if looks else case.n) / chunk  # independent tries before the first chance to pass
+    return float(1 - (1 - rho) ** draws)
+
+
+def case_power(case: ExactnessCase, alpha_case: float, fn, seed: int, draws: int, chunk: int) -> float:
+    """Power lower bound of one case against fn, from `draws` fresh draws taken `chunk` at a time."""
+    rng = np.random.default_rng(seed)
+    outcomes, bad, total = [], 0, 0
+    for _ in range(max(1, draws // chunk)):
+        total += 1
+        try:
+            outcomes.append(np.asarray(case.draw(fn, rng, chunk)).astype(np.int64))
+        except Exception:  # noqa: BLE001 - any crash or contract violation counts as detected
+            bad += 1
+            if bad >= 5:  # enough to show a violation rate; stop early
+                break
+    if bad:
+        return _violation_power(case, bad, total, chunk)
+    outcomes = np.concatenate(outcomes)
+    LAST_TV[0] = 0.5 * float(np.abs(np.bincount(outcomes, minlength=len(case.law)) / len(outcomes) - case.law).sum())
+    return power_from_outcomes(case, alpha_case, outcomes, CONF_FAIL)
+
+
+LAST_TV = [float("nan")]  # TV between the last case_power's fresh draws and the exact law (noise included)
+
+
+def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, max_draws: int = 20000,
+              skip_eps: bool = False) -> dict:
+    checks = importlib.import_module(f"autograder.checks.{lab}")
+    catalog: list[Mutant] = importlib.import_module(f"autograder.audit.mutants.{lab}").MUTANTS
+    reference = reference_solution.load(lab)
+    report = {"lab": lab, "alpha_cell": checks.ALPHA_CELL, "cells": [], "mutants": []}
+    for cell in checks.CELLS:
+        entry = {"grade_id": cell.grade_id, "part": cell.part, "points": cell.points}
+        if cell.cases is None:
+            extra = getattr(checks, "report_extra", lambda grade_id, ns: "")(cell.grade_id, reference)
+            entry.update(kind="deterministic", false_failure=0.0,
+                         note=checks.DETERMINISTIC_NOTES[cell.grade_id] + extra)
+        else:
+            cases = cell.cases()
+            alpha_case = checks.ALPHA_CELL / len(cases)
+            bounds = {c.name: case_false_failure_bound(c, alpha_case) for c in cases}
+            table = [{"case": c.name, "n": c.n, "outcomes": len(c.law), "guarantee": c.guarantee,
+                      "eps": None if skip_eps else case_eps(c, alpha_case), "false_failure": bounds[c.name]}
+                     for c in tqdm(cases, desc=f"eps of {cell.grade_id}", file=sys.stderr, leave=False)]
+            entry.update(kind="statistical", false_failure=sum(bounds.values()), cases=bounds,
+                         n={c.name: c.n for c in cases}, table=table)
+        report["cells"].append(entry)
+
+    for m in tqdm([m for m in catalog if only is None or m.name in only], desc="mutants", file=sys.stderr):
+        ns = namespace(lab, m)
+        best, via = 0.0, None
+        # timed cells that call the replaced function, in any part (a correct but slow decoder of part 2 loses
+        # part 3's speedup points): their verdict depends on the machine, so they are named, not bounded
+        timed = [c.grade_id for c in checks.CELLS if c.cases is None and getattr(c.check, "randomised", False)
+                 and m.replaces in c.args]
+        seen_tv = None
+        t0 = time.perf_counter()
+        for cell in [c for c in checks.CELLS if c.part == m.part]:
+            args = [getattr(ns, a) for a in cell.args]
+            if cell.cases is None:
+                if getattr(cell.check, "randomised", False):
+                    continue  # its outcome for a wrong implementation may depend on the seed or the machine
+                try:
+                    cell.check(*args)
+                except Exception:  # noqa: BLE001
+                    best, via = 1.0, cell.grade_id
+                    break
+                continue
+            cases = cell.cases()
+            alpha_case = checks.ALPHA_CELL / len(cases)
+            for i, case in enumerate(cases):
+                chunk = case.n if case.batched else 1
+                # a batched case is drawn in whole hidden tests (n rows each): at most 2 of them
+                draws = case.n * min(draws_scale, 2) if case.batched else max(1, min(draws_scale * case.n, max_draws))
+                power = case_power(case, alpha_case, args[0], seed=1000 + i, draws=draws, chunk=chunk)
+                if power > best:
+                    best, via = power, f"{cell.grade_id}: {case.name}"
+                    seen_tv = (LAST_TV[0], case_eps(case, alpha_case))
+                if best >= TARGET:
+                    break
+            if best >= TARGET:
+                break
+        if best < 1e-3 and timed:  # only a timing (or seed-dependent) cell could catch it: not bounded here
+            via = f"timing only ({', '.join(timed)}; not computed here)"
+        report["mutants"].append({"name": m.name, "part": m.part, "doc": m.doc, "detection": best, "via": via,
+                                  "tv_eps": seen_tv,
+                                  "seconds": round(time.perf_counter() - t0, 1)})
+    return report
+
+
+def _timing_only(m: dict) -> bool:
+    return str(m["via"]).startswith("timing only")
+
+
+def print_report(report: dict) -> None:
+    print(f"Lab {report['lab']}: hidden test cells (false-failure budget {report['alpha_cell']:.0e} per cell)")
+    print(f"{'cell':28s} {'part':>4s} {'points':>6s}  false-failure probability (correct implementation)")
+    for c in report["cells"]:
+        how = c["note"] if c["kind"] == "deterministic" else (
+            f"<= {c['false_failure']:.2e} (McDiarmid, union bound over {len(c['cases'])} cases)")
+        print(f"{c['grade_id']:28s} {c['part']:>4d} {c['points']:>6d}  {how}")
+    print(f"\nStatistical cases: any output law at total variation >= eps from the exact one fails with "
+          f"probability >= {TARGET}")
+    print(f"{'case':92s} {'n':>7s} {'K':>5s} {'eps':>7s}  {'false failure':>13s}")
+    for c in report["cells"]:
+        for row in c.get("table", []):
+            eps = "-" if row["eps"] is None else f"{row['eps']:.4f}"
+            print(f"{row['case'][:92]:92s} {row['n']:>7d} {row['outcomes']:>5d} {eps:>7s}  <= {row['false_failure']:.2e}")
+    parts: dict[int, int] = {}
+    for c in report["cells"]:
+        parts[c["part"]] = parts.get(c["part"], 0) + c["points"]
+    print("points per part: " + ", ".join(f"part {k}: {v}" for k, v in sorted(parts.items()))
+          + f" (total {sum(parts.values())})")
+    print(f"\nMutants: probability that the hidden tests of the broken part catch each one (lower bound)")
+    for m in report["mutants"]:
+        flag = "" if m["detection"] >= TARGET or _timing_only(m) else "   <-- BELOW 0.999"
+        miss = 1 - m["detection"]
+        shown = f">= 1 - {miss:.1e}" if miss > 0 else "= 1 (to double precision)"
+        print(f"{m['name']:38s} part {m['part']}  {shown:24s} via {m['via']}{flag}")
+        print(f"{'':38s}   {m['doc']}")
+        if m.get("tv_eps") and m["tv_eps"][0] == m["tv_eps"][0]:
+            tv, eps = m["tv_eps"]
+            print(f"{'':38s}   on that case: TV of its fresh draws {tv:.4f} (eps {eps:.4f}, ratio {tv / eps:.2f})")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("lab")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--draws-scale", type=int, default=10, help="fresh draws per case = this x the test's n")
+    parser.add_argument("--max-draws", type=int, default=20000, help="cap on fresh draws per case (not batched)")
+    parser.add_argument("--only", nargs="*", help="mutant names (none: the case table only)")
+    parser.add_argument("--show", type=Path, help="print this saved report instead of computing one")
+    args = parser.parse_args(argv)
+    if args.show:
+        print_report(json.loads(args.show.read_text()))
+        return 0
+    warnings.simplefilter("ignore")
+    report = lab_power(args.lab, args.draws_scale, args.only, args.max_draws)
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    return 0 if all(m["detection"] >= TARGET or _timing_only(m) for m in report["mutants"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,250 @@
+"""Grading on Gradescope: an autograder zip per lab, and the code that runs inside it.
+
+Gradescope's layout (gradescope-autograders.readthedocs.io, "Autograder Specifications"):
+the zip holds `setup.sh` and `run_autograder` at its root; Gradescope unpacks it into
+/autograder/source, runs `setup.sh` once when it builds the image (Ubuntu, root, network),
+copies `run_autograder` to /autograder/run_autograder and, for each submission, runs it in
+/autograder with the student's files in /autograder/submission; the grade is what it writes
+to /autograder/results/results.json (a `tests` list: name, score, max_score, output, visibility).
+
+`build_zip(course, lab, path)` writes such a zip (`make gradescope LAB=lab1`):
+  setup.sh, run_autograder, gradescope.json (lab, visibility),
+  course/: autograder/, speclab/, solutions/<lab>/, labs/<lab>/, nbgrader_config.py,
+           pyproject.toml, requirements-gradescope.txt
+`python -m autograder.export.gradescope prepare|run --root ROOT` are the two steps the scripts call:
+`prepare` releases the lab once (the template gradebook), `run` grades the one submission
+with the local pipeline's own functions (normalise, sandbox, nbgrader autograde, clean
+re-check) and writes results.json. The root is /autograder unless SPECLAB_GRADESCOPE_ROOT says
+otherwise (the local harness in tests/test_gradescope.py lays the tree out in a temporary folder).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import stat
+import sys
+import time
+import traceback
+import zipfile
+from pathlib import Path
+
+ROOT_ENV = "SPECLAB_GRADESCOPE_ROOT"
+PYTHON_ENV = "SPECLAB_PYTHON"  # offline set-up: an interpreter that already has every dependency
+STUDENT = "submission"  # the student id inside the container (Gradescope knows who it is)
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+
+SETUP_SH = r"""#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder image (Ubuntu, with network).
+# Offline (the local harness, or an image that already has the dependencies): set
+# SPECLAB_PYTHON to an interpreter that has them, and nothing is installed.
+set -euo pipefail
+ROOT="${SPECLAB_GRADESCOPE_ROOT:-/autograder}"
+SRC="$ROOT/source"
+if [ -z "${SPECLAB_PYTHON:-}" ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q python3 python3-venv python3-pip util-linux bubblewrap
+  python3 -m venv "$ROOT/venv"
+  "$ROOT/venv/bin/pip" install -q --upgrade pip
+  # the CPU build of torch (Gradescope's graders have no GPU); then the rest
+  "$ROOT/venv/bin/pip" install -q torch --index-url https://download.pytorch.org/whl/cpu
+  "$ROOT/venv/bin/pip" install -q -r "$SRC/course/requirements-gradescope.txt"
+  PY="$ROOT/venv/bin/python"
+else
+  PY="$SPECLAB_PYTHON"
+fi
+echo "$PY" > "$SRC/python-path"
+PYTHONPATH="$SRC/course" "$PY" -m autograder.export.gradescope prepare --root "$ROOT"
+"""
+
+RUN_AUTOGRADER = r"""#!/usr/bin/env bash
+# Gradescope runs this for every submission, in /autograder: the student's files are in
+# /autograder/submission, the grade goes to /autograder/results/results.json.
+set -uo pipefail
+ROOT="${SPECLAB_GRADESCOPE_ROOT:-/autograder}"
+PY="$(cat "$ROOT/source/python-path")"
+PYTHONPATH="$ROOT/source/course" exec "$PY" -m autograder.export.gradescope run --root "$ROOT"
+"""
+
+COURSE_FILES = ("nbgrader_config.py", "pyproject.toml")
+SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+
+
+def _requirements(course: Path) -> str:
+    import tomllib
+
+    project = tomllib.loads((course / "pyproject.toml").read_text())["project"]
+    deps = [d for d in project["dependencies"] if not d.startswith("torch")]  # torch: the CPU index, above
+    # the grade extra minus what only the local feedback pages need (Gradescope shows results.json)
+    grade = [d for d in project.get("optional-dependencies", {}).get("grade", []) if "mathjax" not in d]
+    return "# installed by setup.sh (torch comes from the CPU index first)\n" + "\n".join(dict.fromkeys(deps + grade)) + "\n"
+
+
+def build_zip(course: Path, lab: str, path: Path, visibility: str = "visible") -> Path:
+    """Write the Gradescope autograder zip of one lab; return its path."""
+    course, path = Path(course).resolve(), Path(path).resolve()
+    if not (course / "solutions" / lab).is_dir():
+        raise SystemExit(f"no lab {lab!r} in {course / 'solutions'}")
+    if visibility not in VISIBILITIES:
+        raise SystemExit(f"visibility must be one of {VISIBILITIES}, not {visibility!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".zip.tmp")
+
+    def add_text(zf: zipfile.ZipFile, name: str, text: str, executable: bool = False) -> None:
+        info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+        info.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
+        info.compress_type = zipfile.ZIP_DEFLATED
+        zf.writestr(info, text)
+
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+        add_text(zf, "setup.sh", SETUP_SH, executable=True)
+        add_text(zf, "run_autograder", RUN_AUTOGRADER, executable=True)
+        add_text(zf, "gradescope.json", json.dumps({"lab": lab, "visibility": visibility}, indent=1) + "\n")
+        add_text(zf, "course/requirements-gradescope.txt", _requirements(course))
+        for name in COURSE_FILES:
+            zf.write(course / name, f"course/{name}")
+        folders = ["autograder", "speclab", f"solutions/{lab}", f"labs/{lab}"]
+        for folder in folders:
+            for f in sorted((course / folder).rglob("*")):
+                rel = f.relative_to(course)
+                if f.is_file() and not any(p in ("__pycache__", ".ipynb_checkpoints") for p in rel.parts) \
+                        and f.suffix != ".pyc":
+                    zf.write(f, f"course/{rel}")
+    tmp.replace(path)
+    return path
+
+
+# ----------------------------------------------------------------------------- inside the container
+def _settings(root: Path) -> dict:
+    return json.loads((root / "source" / "gradescope.json").read_text())
+
+
+def _config(root: Path, lab: str):
+    from autograder.pipeline import Config
+
+    return Config(lab, root / "work" / "submissions", root / "work" / "grading", root / "source" / "course",
+                  workers=1, force=True)
+
+
+def prepare(root: Path) -> None:
+    """Set-up step (once per image): release the lab into the template gradebook."""
+    from autograder.pipeline import build_template
+
+    cfg = _config(root, _settings(root)["lab"])
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    layout = build_template(cfg)
+    print(f"prepared {cfg.lab}: {sum(len(c) for c in layout.values())} test cells, "
+          f"{sum(sum(c.values()) for c in layout.values()):g} points")
+
+
+def _gather(submission: Path, dest: Path) -> list[str]:
+    """Copy the submitted notebooks into dest (flat); return notes on what was found."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    found = sorted(p for p in submission.rglob("*.ipynb") if p.is_file() and not p.is_symlink()
+                   and ".ipynb_checkpoints" not in p.parts and "__MACOSX" not in p.parts) if submission.is_dir() else []
+    notes = []
+    for p in found:
+        target = dest / p.name
+        if target.exists():
+            notes.append(f"{p.relative_to(submission)}: a second notebook named {p.name}, ignored")
+            continue
+        shutil.copyfile(p, target)
+    if not found:
+        notes.append("no notebook (.ipynb) in the submission: upload your lab's .ipynb file")
+    return notes
+
+
+def results_json(result: dict, layout: dict, names: dict, verdicts: dict, visibility: str,
+                 extra_notes: list[str], seconds: float) -> dict:
+    """Gradescope's results.json of one graded submission."""
+    import re
+
+    from autograder.pipeline.feedback import cell_messages, cell_title, notes_for
+
+    tests = []
+    per_part: dict[str, int] = {}
+    for nb_name, cells in layout.items():
+        for gid, pts in cells.items():
+            got = float(result["scores"].get(nb_name, {}).get(gid, 0.0))
+            part, what = names.get(nb_name, {}).get(gid, ("", gid))
+            m = re.match(r"Part (\d+)", part)
+            key = m.group(1) if m else nb_name
+            per_part[key] = per_part.get(key, 0) + 1
+            lines = ["Passed." if got >= pts else ("Partly passed." if got > 0 else "Failed.")]
+            lines += cell_messages(verdicts.get(nb_name, {}).get(gid, ""), result["problems"], gid)
+            tests.append({"name": f"{cell_title(part, what)} [{gid}]", "number": f"{key}.{per_part[key]}",
+                          "score": got, "max_score": float(pts), "status": "passed" if got >= pts else "failed",
+                          "output": "\n".join(lines), "visibility": visibility})
+    gids = [g for cells in layout.values() for g in cells]
+    notes = extra_notes + [p for p in result["problems"] if not any(notes_for([p], g) for g in gids)]
+    total, top = float(result["score"]), float(result["max_score"])
+    output = f"{result['lab']}: {total:g} / {top:g} points."
+    if notes:
+        output += "\nNotes from the grader:\n" + "\n".join(f"- {n}" for n in notes)
+    return {"score": total, "execution_time": round(seconds), "output": output, "visibility": visibility,
+            "stdout_visibility": "hidden", "tests": tests}
+
+
+def run(root: Path) -> dict:
+    """Grade /autograder/submission with the local pipeline; write results/results.json."""
+    t0 = time.perf_counter()
+    settings = _settings(root)
+    lab, visibility = settings["lab"], settings.get("visibility", "visible")
+    out_file = root / "results" / "results.json"
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        from autograder.pipeline.feedback import cell_verdicts, describe_cells
+        from autograder.pipeline import build_template, grade_student
+
+        cfg = _config(root, lab)
+        cfg.out.mkdir(parents=True, exist_ok=True)
+        layout = build_template(cfg)
+        folder = cfg.submissions / STUDENT
+        notes = _gather(root / "submission", folder)
+        result = grade_student(cfg, layout, STUDENT, folder, slot=0)
+        names, verdicts = {}, {}
+        for nb_name in layout:
+            release = json.loads((cfg.out / "template" / "labs" / lab / f"{nb_name}.ipynb").read_text())
+            names[nb_name] = describe_cells(cfg.course_root, lab, release, nb_name)
+            graded = cfg.out / "autograded" / STUDENT / lab / f"{nb_name}.ipynb"
+            try:
+                verdicts[nb_name] = cell_verdicts(json.loads(graded.read_text())) if graded.exists() else {}
+            except (OSError, ValueError):
+                verdicts[nb_name] = {}
+        data = results_json(result, layout, names, verdicts, visibility, notes, time.perf_counter() - t0)
+    except Exception as err:  # noqa: BLE001 - Gradescope must always get a results file
+        traceback.print_exc()
+        data = {"score": 0.0, "execution_time": round(time.perf_counter() - t0), "visibility": visibility,
+                "stdout_visibility": "hidden",
+                "output": f"The autograder failed ({type(err).__name__}: {err}); your instructor has been "
+                          "shown the log. Resubmitting will not help until it is fixed.", "tests": []}
+    tmp = out_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, out_file)
+    print(json.dumps({k: v for k, v in data.items() if k != "tests"}, indent=1))
+    for t in data["tests"]:
+        print(f"{t['score']:g}/{t['max_score']:g}  {t['name']}")
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    from autograder.inside.nbgrader_cmd import skip_slow_imports
+
+    skip_slow_imports()  # the same slow, unused import as in the nbgrader subprocesses
+    ap = argparse.ArgumentParser(prog="python -m autograder.export.gradescope")
+    ap.add_argument("step", choices=("prepare", "run"))
+    ap.add_argument("--root", type=Path, default=Path(os.environ.get(ROOT_ENV, "/autograder")))
+    a = ap.parse_args(argv)
+    root = a.root.resolve()
+    if a.step == "prepare":
+        prepare(root)
+    else:
+        run(root)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""Feedback a student can read offline, and the per-test verdicts that Gradescope shows.
+
+One HTML page per student and notebook (`render_page`), written by `write_feedback` for a
+class (only for students whose result or graded notebook changed since the last run):
+- math is typeset by a copy of MathJax 3 inlined into the page (the `sphinx-mathjax-offline`
+  package's bundle), so the page needs no network and can be mailed as one file;
+- a box at the top gives the points, one row per test cell (its part and what it checks) and
+  the grader's notes;
+- each test cell is headed by its part, what it checks and its points; its hidden tests are
+  cut from the source shown, and an error shows only its type and message (a traceback
+  would print the hidden lines).
+The verdicts (`cell_verdicts`) and names (`describe_cells`) are shared with the Gradescope
+results, so both say the same thing.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import html
+import json
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+RENDER_VERSION = "5"  # bump when the page changes, so that cached pages are written again
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+# ----------------------------------------------------------------------------- names
+def _read_nb(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def _source_cells(course: Path, lab: str, name: str) -> dict[str, str]:
+    """grade id -> source of that cell in the instructor's notebook (ipynb, or MyST markdown via jupytext)."""
+    folder = course / "solutions" / lab
+    try:
+        if (folder / f"{name}.ipynb").exists():
+            nb = _read_nb(folder / f"{name}.ipynb")
+        elif (folder / f"{name}.md").exists():
+            import jupytext
+
+            nb = jupytext.read(folder / f"{name}.md")
+        else:
+            return {}
+    except Exception:  # noqa: BLE001 - names then fall back to the grade ids
+        return {}
+    out = {}
+    for cell in nb["cells"]:
+        gid = ((cell.get("metadata") or {}).get("nbgrader") or {}).get("grade_id")
+        if gid:
+            src = cell.get("source", "")
+            out[gid] = "".join(src) if isinstance(src, list) else src
+    return out
+
+
+@lru_cache(maxsize=8)
+def _check_docs(module_path: str) -> dict[str, str]:
+    """check function -> first line of its docstring, module constants substituted (no import:
+    the checks import torch, which the grader process does not need)."""
+    try:
+        tree = ast.parse(Path(module_path).read_text())
+    except (OSError, SyntaxError):
+        return {}
+    consts: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float)):
+                consts[node.targets[0].id] = f"{node.value.value:g}"
+    docs = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("check_"):
+            doc = (ast.get_docstring(node) or "").strip().splitlines()
+            if doc:
+                docs[node.name] = re.sub(r"\b[A-Z][A-Z0-9_]{2,}\b", lambda m: consts.get(m.group(), m.group()), doc[0])
+    return docs
+
+
+def describe_cells(course: Path, lab: str, release_nb: dict, name: str | None = None) -> dict[str, tuple[str, str]]:
+    """grade id of each test cell -> (its part, what it checks), in notebook order.
+
+    The part is the last `Part ...` heading above the cell (points in brackets dropped); what it
+    checks is the first docstring line of the hidden check the cell calls (autograder/checks/<lab>.py),
+    or else the grade id in words.
+    """
+    sources = _source_cells(course, lab, name or lab)
+    docs = _check_docs(str(course / "autograder" / "checks" / f"{lab}.py"))
+    if not docs:  # a course without its own copy of the package, or a lab whose checks live elsewhere
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec(f"autograder.checks.{lab}")
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin:
+            docs = _check_docs(spec.origin)
+    out: dict[str, tuple[str, str]] = {}
+    part = ""
+    for cell in release_nb.get("cells", []):
+        text = "".join(cell.get("source", ""))
+        if cell.get("cell_type") == "markdown":
+            for line in text.splitlines():
+                m = re.match(r"#{1,3}\s+(Part\s+\d+.*)", line)
+                if m:
+                    part = re.sub(r"\s*\(\d+(\.\d+)?\s+points?\)\s*$", "", m.group(1)).strip()
+            continue
+        meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+        gid = meta.get("grade_id")
+        if not (meta.get("grade") and not meta.get("solution") and gid):
+            continue
+        what = ""
+        # the check that the cell's hidden tests call (autograder/checks/<lab>.py)
+        m = re.search(r"_checks\.(check_\w+)\(", sources.get(gid, ""))
+        if m and m.group(1) in docs:
+            what = docs[m.group(1)]
+        out[gid] = (part or "Test", what or gid.removeprefix("test_").replace("_", " "))
+    return out
+
+
+def cell_title(part: str, what: str) -> str:
+    return f"{part}: {what}" if part else what
+
+
+# ----------------------------------------------------------------------------- verdicts
+def _error_text(output: dict) -> str:
+    ename = output.get("ename", "Error")
+    if ename == "KeyboardInterrupt":
+        return "stopped at the cell time limit"
+    evalue = ANSI.sub("", str(output.get("evalue", ""))).strip()
+    return f"{ename}: {evalue}" if evalue else ename
+
+
+def cell_verdicts(nb: dict | None) -> dict[str, str]:
+    """grade id -> the message of its failure in the graded notebook ('' when it raised nothing).
+
+    Only the exception's type and message: a traceback would show the hidden lines."""
+    out: dict[str, str] = {}
+    for cell in (nb or {}).get("cells", []):
+        meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+        if not (meta.get("grade") and not meta.get("solution") and meta.get("grade_id")):
+            continue
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        out[meta["grade_id"]] = _error_text(errors[0])[:2000] if errors else ""
+    return out
+
+
+def notes_for(problems: list[str], gid: str) -> list[str]:
+    """The grader's notes that concern one test cell."""
+    return [p for p in problems if re.search(rf"(^|\s){re.escape(gid)}:", p)]
+
+
+def cell_messages(verdict: str, problems: list[str], gid: str) -> list[str]:
+    """What a student reads under one test cell: the failure's message, then the grader's notes
+    on that cell that do not just repeat it (the notes hold the message cut at 160 characters)."""
+    out = [verdict] if verdict else []
+    for note in notes_for(problems, gid):
+        text = note.split(f"{gid}:", 1)[1].strip()
+        if not (verdict and verdict.startswith(text[:150])):
+            out.append(text)
+    return out
+
+
+# ----------------------------------------------------------------------------- the page
+@lru_cache(maxsize=1)
+def mathjax_script() -> str | None:
+    """MathJax 3 (TeX input, SVG output, every TeX extension bundled: nothing is fetched), inlined."""
+    try:
+        from importlib.metadata import distribution
+
+        path = Path(str(distribution("sphinx-mathjax-offline").locate_file(
+            "sphinx-mathjax-offline/static/mathjax/tex-svg-full.js")))
+        code = path.read_text()
+    except Exception:  # noqa: BLE001 - not installed: the page falls back to nbconvert's CDN copy
+        return None
+    config = ("window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], displayMath: [['$$', '$$'], "
+              "['\\\\[', '\\\\]']], processEscapes: true, processEnvironments: true}, svg: {fontCache: 'global'}, "
+              "options: {ignoreHtmlClass: 'tex2jax_ignore', processHtmlClass: 'tex2jax_process'}};")
+    code = code.replace("</script", "<\\/script")  # cannot end the inline script early
+    return f"<script>{config}</script>\n<script>{code}</script>"
+
+
+STYLE = """
+.speclab-box{border:2px solid #2b6cb0;border-radius:8px;background:#f3f8fd;padding:0.8em 1.2em;margin:1em 0 1.5em;
+  font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:15px;color:#1a202c}
+.speclab-box h2{margin:0 0 0.4em;font-size:1.35em}
+.speclab-box table{border-collapse:collapse;width:100%;margin:0.4em 0}
+.speclab-box td,.speclab-box th{border-bottom:1px solid #cbd5e0;padding:0.25em 0.5em;text-align:left;vertical-align:top}
+.speclab-box td.pts{white-space:nowrap;text-align:right}
+.speclab-ok{color:#276749;font-weight:600}.speclab-fail{color:#c53030;font-weight:600}
+.speclab-notes{background:#fffaf0;border-left:4px solid #dd6b20;padding:0.4em 0.8em;margin-top:0.6em}
+.speclab-notes ul{margin:0.2em 0 0.2em 1.2em;padding:0}
+.speclab-test{border-left:6px solid #2b6cb0;background:#edf2f7;padding:0.4em 0.8em;margin:1em 0 0.2em;
+  font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:14px}
+.speclab-test.fail{border-left-color:#c53030;background:#fff5f5}
+.speclab-test .msg{font-family:monospace;white-space:pre-wrap;margin-top:0.3em}
+"""
+
+
+def _raw(html_text: str) -> dict:
+    return {"cell_type": "raw", "metadata": {"raw_mimetype": "text/html", "speclab": True},
+            "source": html_text, "id": "speclab-" + hashlib.sha1(html_text.encode()).hexdigest()[:10]}
+
+
+def _strip_hidden(source: str) -> str:
+    out, hidden = [], False
+    for line in source.splitlines():
+        if BEGIN_HIDDEN in line:
+            hidden = True
+            continue
+        if END_HIDDEN in line:
+            hidden = False
+            continue
+        if not hidden:
+            out.append(line)
+    return "\n".join(out).rstrip()
+
+
+def student_view(nb: dict, verdicts: dict[str, str], scores: dict[str, float], layout: dict[str, float],
+                 names: dict[str, tuple[str, str]], problems: list[str]) -> dict:
+    """The graded notebook as the student may see it: hidden tests cut, tracebacks reduced to
+    their message, a heading above each test cell."""
+    nb = copy.deepcopy(nb)
+    cells = []
+    for cell in nb.get("cells", []):
+        for key in ("source", "text"):
+            if isinstance(cell.get(key), list):
+                cell[key] = "".join(cell[key])
+        for o in cell.get("outputs", []):
+            if isinstance(o.get("text"), list):
+                o["text"] = "".join(o["text"])
+        meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+        gid = meta.get("grade_id")
+        if meta.get("grade") and not meta.get("solution") and gid in layout:
+            src = "".join(cell.get("source", ""))
+            cell["source"] = _strip_hidden(src) + ("\n# (the grader's hidden checks ran here)" if BEGIN_HIDDEN in src else "")
+            cell["outputs"] = [o if o.get("output_type") != "error" else
+                               {"output_type": "stream", "name": "stderr", "text": _error_text(o) + "\n"}
+                               for o in cell.get("outputs", [])]
+            part, what = names.get(gid, ("", gid))
+            got, pts = scores.get(gid, 0.0), layout[gid]
+            ok = got >= pts
+            msgs = cell_messages(verdicts.get(gid, ""), problems, gid)
+            cells.append(_raw(
+                f'<div class="speclab-test{"" if ok else " fail"}" id="{html.escape(gid)}"><b>{html.escape(part)}</b>'
+                f" &mdash; {html.escape(what)} <span style='float:right' class='{'speclab-ok' if ok else 'speclab-fail'}'>"
+                f"{got:g} / {pts:g} points</span>"
+                + "".join(f'<div class="msg">{html.escape(m)}</div>' for m in msgs if m) + "</div>"))
+        elif cell.get("cell_type") == "code":
+            cell["outputs"] = [o if o.get("output_type") != "error" else
+                               {"output_type": "stream", "name": "stderr",
+                                "text": "\n".join(ANSI.sub("", t) for t in o.get("traceback", [])[-3:]) or _error_text(o)}
+                               for o in cell.get("outputs", [])]
+        cells.append(cell)
+    nb["cells"] = cells
+    return nb
+
+
+def summary_box(student: str, lab: str, result: dict, layout: dict, names: dict) -> str:
+    rows = []
+    for nb_name, cells in layout.items():
+        for gid, pts in cells.items():
+            got = result["scores"].get(nb_name, {}).get(gid, 0.0)
+            part, what = names.get(nb_name, {}).get(gid, ("", gid))
+            cls = "speclab-ok" if got >= pts else "speclab-fail"
+            rows.append(f'<tr><td><a href="#{html.escape(gid)}">{html.escape(part)}</a></td><td>{html.escape(what)}</td>'
+                        f'<td class="pts {cls}">{got:g} / {pts:g}</td></tr>')
+    notes = "".join(f"<li>{html.escape(p)}</li>" for p in result.get("problems", []))
+    notes_html = (f'<div class="speclab-notes" id="grader-notes"><b>Notes from the grader</b><ul>{notes}</ul></div>'
+                  if notes else "")
+    return (f'<style>{STYLE}</style><div class="speclab-box" id="speclab-summary">'
+            f"<h2>{html.escape(lab)}: {result['score']:g} / {result['max_score']:g} points</h2>"
+            f"<div>Feedback for <b>{html.escape(student)}</b>. The checks below are the grader's; each test "
+            f"cell shows what it checks, your points and, when it failed, the grader's message.</div>"
+            f"<table><tr><th>Part</th><th>What is checked</th><th class='pts'>Points</th></tr>{''.join(rows)}</table>"
+            f"{notes_html}</div>")
+
+
+class Renderer:
+    """One nbconvert HTML exporter, reused for every page of a run (building it is the slow part)."""
+
+    def __init__(self) -> None:
+        from nbconvert import HTMLExporter
+
+        self.mathjax = mathjax_script()
+        self.exporter = HTMLExporter(extra_template_basedirs=[str(TEMPLATES)], template_name="speclab_feedback")
+
+    def page(self, nb: dict) -> str:
+        import nbformat
+
+        node = nbformat.from_dict(nb)
+        body, _ = self.exporter.from_notebook_node(node, resources={"speclab_mathjax": self.mathjax or ""})
+        return body
+
+
+def render_page(renderer: Renderer, course: Path, lab: str, nb_name: str, result: dict, layout: dict,
+                graded: Path | None, release: Path) -> str:
+    release_nb = _read_nb(release)
+    names = {nb_name: describe_cells(course, lab, release_nb, nb_name)}
+    try:
+        nb = _read_nb(graded) if graded and graded.exists() else release_nb
+    except (OSError, ValueError):
+        nb = release_nb
+    view = student_view(nb, cell_verdicts(nb), result["scores"].get(nb_name, {}), layout[nb_name], names[nb_name],
+                        [p.split(" ", 1)[1] if p.startswith(f"{nb_name}.ipynb ") else p for p in result["problems"]])
+    view["cells"].insert(0, _raw(summary_box(result["student"], lab, result, {nb_name: layout[nb_name]}, names)))
+    view.setdefault("metadata", {})["title"] = f"{lab}: feedback for {result['student']}"
+    return renderer.page(view)
+
+
+def _stamp(result: dict, graded: Path | None, mathjax: bool) -> str:
+    h = hashlib.sha256(json.dumps(result, sort_keys=True).encode() + RENDER_VERSION.encode() + bytes([mathjax]))
+    if graded and graded.exists():
+        h.update(graded.read_bytes())
+    return h.hexdigest()
+
+
+def write_feedback(out: Path, course: Path, lab: str, layout: dict, results: list[dict], progress: bool = True) -> int:
+    """OUT/feedback/<student>/<lab>/<notebook>.html for every result; pages whose inputs did not
+    change are kept. Returns the number of pages written."""
+    from tqdm import tqdm
+
+    release_dir = out / "template" / "labs" / lab
+    todo = []
+    for r in results:
+        for nb_name in layout:
+            graded = out / "autograded" / r["student"] / lab / f"{nb_name}.ipynb"
+            page = out / "feedback" / r["student"] / lab / f"{nb_name}.html"
+            stamp = page.with_suffix(".sha256")
+            key = _stamp(r, graded, mathjax_script() is not None)
+            if page.exists() and stamp.exists() and stamp.read_text() == key:
+                continue
+            todo.append((r, nb_name, graded, page, stamp, key))
+    if not todo:
+        return 0
+    renderer = Renderer()
+    for r, nb_name, graded, page, stamp, key in tqdm(todo, desc="feedback pages", unit="page", disable=not progress):
+        text = render_page(renderer, course, lab, nb_name, r, layout, graded, release_dir / f"{nb_name}.ipynb")
+        page.parent.mkdir(parents=True, exist_ok=True)
+        tmp = page.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, page)
+        stamp.write_text(key)
+    return len(todo)

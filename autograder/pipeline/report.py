@@ -1,0 +1,99 @@
+"""Stage 4, report: the class's grades.csv and gradebook.db, the feedback pages and the summary table.
+
+Everything here reads the per-student result files only, in student order, so the
+output is the same whatever the number of workers or the order they finished in.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+
+from tqdm import tqdm
+
+from .config import Config
+from .nbgrader import gradebook_layout, in_lab_order
+
+def merge(cfg: Config, layout: dict, results: list[dict], progress: bool = False) -> None:
+    """grades.csv and a class gradebook.db from the result files, in student order; columns in
+    the lab's order. Skipped when neither the results nor the lab changed since the last merge."""
+    import csv
+    import warnings
+
+    results = sorted(results, key=lambda r: r["student"])
+    stamp = cfg.out / "merged.sha256"
+    digest = hashlib.sha256(json.dumps([layout, results]).encode()
+                            + (cfg.out / "template" / "gradebook.db").read_bytes()).hexdigest()
+    if (stamp.exists() and stamp.read_text() == digest and (cfg.out / "grades.csv").exists()
+            and (cfg.out / "gradebook.db").exists()):
+        feedback(cfg, results, layout, progress)
+        return
+    cols = [(nb, g) for nb in layout for g in layout[nb]]
+    tmp = cfg.out / "grades.csv.tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["student", "score", "max_score", "percent", *[f"{nb}:{g}" for nb, g in cols], "problems"])
+        for r in results:
+            pct = 100 * r["score"] / r["max_score"] if r["max_score"] else 0.0
+            w.writerow([r["student"], f"{r['score']:g}", f"{r['max_score']:g}", f"{pct:.1f}",
+                        *[f"{r['scores'].get(nb, {}).get(g, 0.0):g}" for nb, g in cols], " | ".join(r["problems"])])
+    os.replace(tmp, cfg.out / "grades.csv")
+    from nbgrader.api import Gradebook
+    from sqlalchemy.exc import SAWarning
+
+    db = cfg.out / "gradebook.db"
+    tmpdb = cfg.out / "gradebook.db.tmp"
+    shutil.copyfile(cfg.out / "template" / "gradebook.db", tmpdb)
+    with Gradebook(f"sqlite:///{tmpdb}") as gb, warnings.catch_warnings():
+        # nbgrader 0.9's add_submission trips SQLAlchemy 2's autoflush check ("Object of type
+        # <SubmittedAssignment> not in session"): harmless, the rows are added; not the instructor's concern
+        warnings.filterwarnings("ignore", category=SAWarning, message=r"Object of type <Submitted")
+        for r in tqdm(results, desc="gradebook", unit="student", disable=not progress or len(results) < 50):
+            gb.update_or_create_student(r["student"])
+            gb.add_submission(cfg.lab, r["student"])
+            for nb, cells in r["scores"].items():
+                sub = gb.find_submission_notebook(nb, cfg.lab, r["student"])
+                for g in sub.grades:
+                    if g.name in cells:
+                        g.auto_score = cells[g.name]
+        gb.db.commit()
+    os.replace(tmpdb, db)
+    stamp.write_text(digest)
+    feedback(cfg, results, layout, progress)
+
+
+def feedback(cfg: Config, results: list[dict], layout: dict | None = None, progress: bool = False) -> int:
+    """OUT/feedback/<student>/<lab>/<notebook>.html (autograder/pipeline/feedback.py): readable offline,
+    the points and the grader's notes in a box at the top, hidden tests not shown. Pages whose
+    result and graded notebook did not change are kept. Renders notebooks, runs no student code."""
+    from .feedback import write_feedback
+
+    if layout is None:
+        layout = in_lab_order(gradebook_layout(cfg.out / "template" / "gradebook.db", cfg.lab),
+                              cfg.out / "template" / "labs" / cfg.lab)
+    return write_feedback(cfg.out, cfg.course_root, cfg.lab, layout, results, progress)
+
+
+def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
+    """The table printed at the end of a run."""
+    import statistics
+
+    lines = []
+    results = sorted(results, key=lambda r: r["student"])
+    width = max([7] + [len(r["student"]) for r in results])
+    lines.append(f"{'student':<{width}}  {'score':>7}  problems")
+    for r in results:
+        first = r["problems"][0] if r["problems"] else ""
+        lines.append(f"{r['student']:<{width}}  {r['score']:>3g}/{r['max_score']:<3g}  {first}")
+        lines += [f"{'':<{width}}  {'':>7}  {p}" for p in r["problems"][1:]]
+    if results:
+        s = [r["score"] for r in results]
+        lines.append(f"{len(results)} students graded; mean {statistics.mean(s):.2f}, min {min(s):g}, "
+                     f"max {max(s):g} of {results[0]['max_score']:g}; "
+                     f"{sum(bool(r['problems']) for r in results)} with problems")
+    if cfg.unsafe:
+        lines.append("warning: graded WITHOUT the sandbox (--unsafe): students' code ran with the grader's "
+                     "rights, could read the solutions and could forge its result")
+    lines.append(f"grades: {cfg.out / 'grades.csv'}; feedback: {cfg.out / 'feedback'}/<student>/{cfg.lab}/")
+    return "\n".join(lines)

@@ -1,0 +1,133 @@
+"""A student's grade from the opinions on it, and the result file that records it.
+
+Two rules decide a grade from nbgrader's run and the grader's second opinions (the verdict
+judged in the grader, autograder/pipeline/judge.py, and the clean re-run in the sandbox):
+- `lower_of`: when nbgrader finished the notebook, each test cell keeps the LOWER of nbgrader's
+  score and its second opinion (a cell without a second opinion keeps nbgrader's score). So
+  hiding tracebacks, faking the kernel's replies or rewriting the gradebook earns nothing;
+- `verdict_alone`: when nbgrader could not finish it (the kernel died, the notebook destroyed its
+  grading directory), the test cells that passed their second opinion count, the others get 0.
+
+`publish` writes the result file, the only input of the class's merge, once the student's sandbox
+is gone; `grader_version` is the digest under which a result may be reused.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from autograder.checks.timing import TimingFailure
+from autograder.sandbox import no_links
+
+Opinion = tuple[bool, str]  # (passed, why not)
+
+
+def lower_of(name: str, nbgrader: dict[str, float], opinions: dict[str, Opinion], judged: set[str],
+             deferred: set[str]) -> tuple[dict[str, float], list[str]]:
+    """Each cell's score: the lower of nbgrader's and its second opinion's; with a note per cell lowered.
+
+    nbgrader: grade id -> nbgrader's score; opinions: grade id -> (passed, error) for the cells that
+    have a second opinion; judged: the cells whose opinion is the grader's own verdict (the others
+    come from the clean re-run); deferred: the cells whose check nbgrader's run left to the grader.
+    """
+    scores, notes = dict(nbgrader), []
+    for gid, score in nbgrader.items():
+        if gid not in opinions:
+            continue
+        ok, err = opinions[gid]
+        if score <= 0 or ok:
+            continue
+        scores[gid] = 0.0
+        if gid in judged and gid in deferred:  # nbgrader left this check to the grader: its message is the reason
+            notes.append(f"{name}.ipynb {gid}: {err[:600]}; 0 points")
+        elif gid in judged:
+            notes.append(f"{name}.ipynb {gid}: passed inside the notebook but fails the grader's "
+                         f"own check ({err[:160]}); 0 points")
+        elif gid in deferred:  # deferred, then not judgeable after all: the clean re-run decided
+            notes.append(f"{name}.ipynb {gid}: {err[:600]} (checked in a clean re-run); 0 points")
+        else:
+            notes.append(recheck_note(name, gid, err))
+    return scores, notes
+
+
+def verdict_alone(points: dict[str, float], opinions: dict[str, Opinion]) -> dict[str, float]:
+    """Scores when nbgrader could not finish the notebook: a cell's points when its second opinion passed."""
+    return {gid: (pts if opinions.get(gid, (False, ""))[0] else 0.0) for gid, pts in points.items()}
+
+
+def recheck_note(name: str, gid: str, err: str) -> str:
+    """The note for a cell that scored in nbgrader's run and failed the clean re-run. A timed check
+    that failed on a clear timing verdict is a measurement of the machine, never a tampering sign."""
+    if err.startswith(TimingFailure.__name__):
+        return (f"{name}.ipynb {gid}: the timing of the clean re-run gave a clear verdict against it "
+                f"({err[:300]}); 0 points for this timed cell")
+    return (f"{name}.ipynb {gid}: passed inside the notebook but fails in a clean re-run ({err[:160]}); "
+            f"0 points (did the notebook tamper with grading?)")
+
+
+# What decides a grade, below a course's code root: the checks, what runs in the sandbox, the sandbox
+# itself and the pipeline's grading steps (not report.py and feedback.py, which only render results),
+# and the course package with its shipped weights. Audits, exports, authoring tools and benchmarks are
+# left out: editing them keeps every cached grade.
+GRADE_CODE = ("autograder/checks/*.py", "autograder/inside/*.py", "autograder/sandbox/*.py",
+              "autograder/pipeline/*.py", "speclab/*.py", "speclab/weights/*")
+RENDERING_ONLY = ("autograder/pipeline/report.py", "autograder/pipeline/feedback.py")
+
+
+def grade_code_files(code_root: Path, lab_checks: tuple[Path, ...] = ()) -> list[Path]:
+    """The files `grader_version` digests, in a fixed order."""
+    code_root = Path(code_root)
+    files = [p for pattern in GRADE_CODE for p in sorted(code_root.glob(pattern))
+             if p.is_file() and p.relative_to(code_root).as_posix() not in RENDERING_ONLY]
+    return files + [p for folder in lab_checks for p in sorted(Path(folder).glob("*.py"))]
+
+
+def grader_version(code_root: Path, template: Path, lab_checks: tuple[Path, ...] = ()) -> str:
+    """A digest of everything that decides a grade (`GRADE_CODE`) and of the released lab (the
+    template's source stamp). A result is reused only under the same version."""
+    h = hashlib.sha256()
+    for p in grade_code_files(code_root, lab_checks):
+        name = p.relative_to(code_root).as_posix() if p.is_relative_to(code_root) else p.name
+        h.update(name.encode() + b"\0" + p.read_bytes())
+    stamp = template / "source.sha256"
+    h.update(stamp.read_bytes() if stamp.exists() else b"")
+    return h.hexdigest()[:16]
+
+
+def publish(out: Path, lab: str, root: Path, student: str, result: dict, verdict_scratch: Path | None = None) -> None:
+    """Autograded notebooks and logs out of the student's scratch course (root); then the result file."""
+    src = root / "autograded" / student / lab
+    dest = out / "autograded" / student / lab
+    shutil.rmtree(dest, ignore_errors=True)
+    if src.is_dir() and no_links(root, src):
+        dest.mkdir(parents=True)
+        for f in src.iterdir():
+            if f.is_file() and not f.is_symlink() and f.suffix in (".html", ".ipynb"):
+                shutil.copyfile(f, dest / f.name)
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with open(logs / f"{student}.log", "w") as f:
+        for log in ("autograde.log", "verdict.log", "recheck.log"):  # written outside the student's reach
+            path = out / "work" / ".logs" / f"{student}.{log}"
+            if path.is_file():
+                f.write(f"===== {log}\n" + path.read_text(errors="replace")[-20000:] + "\n")
+    results = out / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=results, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(result, f, indent=1, sort_keys=True)
+    os.replace(tmp, results / f"{student}.json")  # atomic: a result exists whole or not at all
+    shutil.rmtree(root, ignore_errors=True)
+    if verdict_scratch is not None:
+        shutil.rmtree(verdict_scratch, ignore_errors=True)
+
+
+def load_result(out: Path, student: str) -> dict | None:
+    try:
+        return json.loads((out / "results" / f"{student}.json").read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,115 @@
+"""The policy of a student's sandbox, from explicit arguments: what it sees, who it runs as, its
+environment and where its logs go.
+
+A `StudentBox` is built once per student (and once more, under a uid of its own, for the
+grader's verdict) and then runs every command of that student's grading:
+- it sees, read-only, the course's nbgrader configuration and three folders of code: `speclab`,
+  `autograder/checks` and `autograder/inside` (plus `autograder/__init__.py`, the package's
+  face); never the pipeline, the reference solutions, the mutants or the grading output
+  (`course_mounts`);
+- it writes only its scratch folder, a private tmpfs, and the `shared` files named by the caller
+  (the graders' timing lock);
+- it runs under a uid of its own when the grader is root (`slot_uids`), with a cleared environment
+  (`env`) and the limits of `bwrap.Limits`;
+- its logs are written outside the scratch folder, where the student cannot rewrite them.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .bwrap import Capabilities, Limits, Result, Session, capabilities, give_to, minimal_env, run, student_uid
+
+BIN = Path(sys.executable).parent
+VERDICT_SLOTS = 32  # uids student_uid(slot) for nbgrader and the re-check, student_uid(32 + slot) for the verdict
+
+
+def slot_uids(slot: int) -> tuple[int, int]:
+    """(uid of nbgrader and the re-check, uid of the verdict's harness) of a worker slot. Two uids, so
+    that the two sandboxes of one student, run side by side, neither share a process count nor end
+    each other (closing a sandbox ends every process of its uid)."""
+    if not 0 <= slot < VERDICT_SLOTS:
+        raise ValueError(f"worker slot {slot} out of range: at most {VERDICT_SLOTS} workers")
+    return student_uid(slot), student_uid(VERDICT_SLOTS + slot)
+
+
+def course_mounts(code_root: Path, course_root: Path, extra: tuple[Path, ...] = ()) -> list[Path]:
+    """What of the course a student's sandbox sees, read-only: folders, so that a file moved within
+    them needs no change here. `extra`: further folders of a lab's checks (`Config.lab_checks`)."""
+    code = Path(code_root)
+    paths = [Path(course_root) / "nbgrader_config.py", code / "speclab", code / "autograder" / "__init__.py",
+             code / "autograder" / "checks", code / "autograder" / "inside", *extra]
+    return [p for p in paths if p.exists()]
+
+
+@dataclass(frozen=True)
+class StudentBox:
+    """Everything a student's sandboxed commands share; built once per student and uid."""
+
+    code_root: Path  # where `speclab` and `autograder.checks`/`autograder.inside` come from
+    mounts: tuple[Path, ...]  # host paths the sandbox may read (course_mounts)
+    limits: Limits
+    uid: int | None  # the student's uid (used when the grader is root)
+    logs: Path  # folder for the commands' logs, outside every scratch folder
+    shared: tuple[Path, ...] = ()  # files every student's sandbox may write (the timing lock)
+    env_extra: tuple[tuple[str, str], ...] = ()  # variables every command gets
+    unsafe: bool = False  # no sandbox: process group and limits only (trusted submissions)
+    caps: Capabilities = field(default=None, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if self.caps is None:
+            caps = Capabilities(None, os.geteuid() == 0) if self.unsafe else capabilities()
+            object.__setattr__(self, "caps", caps)
+
+    def with_uid(self, uid: int) -> "StudentBox":
+        return replace(self, uid=uid)
+
+    def env(self, scratch: Path) -> dict:
+        """A cleared environment for a command whose home is under scratch: nothing of the grader's own
+        (tokens, paths) reaches the student."""
+        return minimal_env(scratch / "home", PATH=f"{BIN}:/usr/local/bin:/usr/bin:/bin",
+                           PYTHONPATH=str(self.code_root), IPYTHONDIR=str(scratch / "ipython"),
+                           MPLCONFIGDIR=str(scratch / "home"), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
+                           JUPYTER_DATA_DIR=str(scratch / "home" / "jupyter"), **dict(self.env_extra))
+
+    def give(self, path: Path) -> None:
+        """Hand a scratch tree to the student's uid (when the grader is root)."""
+        give_to(path, self.uid, self.caps)
+
+    def _log(self, scratch: Path, name: str) -> Path:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        return self.logs / f"{scratch.name}.{name}"
+
+    def run(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, log_name: str) -> Result:
+        """One command in the sandbox (scratch: its only writable folder); returns once nothing of it is left."""
+        return run(cmd, cwd, scratch, env, timeout_s, self.limits, uid=self.uid, log_path=self._log(scratch, log_name),
+                   ro=list(self.mounts), caps=self.caps, unsafe=self.unsafe, shared=list(self.shared))
+
+    def session(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, log_name: str) -> Session:
+        """An interactive command in the sandbox (stdin and stdout are pipes to the grader)."""
+        return Session(cmd, cwd, scratch, env, self.limits, self.uid, self._log(scratch, log_name), list(self.mounts),
+                       self.caps, unsafe=self.unsafe, shared=list(self.shared))
+
+
+def scratch_path(root: Path, *parts: str) -> Path:
+    """root/parts, safe for the grader to create or write once the student's sandbox is gone:
+    any component the student turned into a symbolic link (to the course, another student's
+    results, a system file) is removed, so the grader never writes or reads through it."""
+    p = root
+    for part in parts:
+        p = p / part
+        if p.is_symlink():
+            p.unlink()
+    return p
+
+
+def no_links(root: Path, path: Path) -> bool:
+    """path lies under root with no symbolic link on the way (what the grader may read from scratch)."""
+    p = path
+    while p != root:
+        if p.is_symlink() or p == p.parent:
+            return False
+        p = p.parent
+    return True

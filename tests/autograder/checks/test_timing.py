@@ -1,0 +1,120 @@
+"""Timed grading (autograder.checks.timing): the lock, the sequential sign test and its error rates.
+
+False failures: for code whose per-round ratio has a median at or above the bar, a clause
+fails with probability <= ALPHA_CLAUSE (Bonferroni over the looks); the exact figure,
+power(1/2), is computed below with scipy.stats.binom and must not exceed it. Power: a
+decoder whose every round falls below the bar fails for sure; one whose rounds fall below
+with probability 0.95 fails with probability >= 0.98 (computed exactly, not sampled; 0.87 at 0.9).
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from scipy import stats
+
+from autograder.checks import timing
+from autograder.pipeline.results import recheck_note
+
+
+def test_thresholds_by_hand():
+    # 7 rounds: P(Binom(7, 1/2) = 0) = 1/128 = 0.0078 <= 0.0079 < P(<= 1) = 8/128: fail iff no round is above
+    assert timing.thresholds(7, 0.0079) == (0, 7)
+    # 10 rounds: 1/1024 = 0.00098 <= 0.0011 < 11/1024
+    assert timing.thresholds(10, 0.0011) == (0, 10)
+    for n, a in zip(timing.LOOKS, timing.LOOK_ALPHAS):
+        fail_at_most, pass_at_least = timing.thresholds(n, a)
+        assert fail_at_most >= 0, "every look must be able to fail"
+        assert stats.binom.cdf(fail_at_most, n, 0.5) <= a < stats.binom.cdf(fail_at_most + 1, n, 0.5)
+        assert pass_at_least == n - fail_at_most
+    assert timing.thresholds(5, 0.0079) == (-1, 6)  # too few rounds: no verdict either way
+    assert timing.alpha_at(7) == timing.LOOK_ALPHAS[0] and timing.alpha_at(8) == timing.LOOK_ALPHAS[1]
+
+
+def test_verdicts():
+    assert timing.verdict([1.5] * 7, 1.3) == "pass"
+    assert timing.verdict([1.1] * 7, 1.3) == "fail"
+    assert timing.verdict([1.5] * 6 + [1.1], 1.3) == "inconclusive"
+    assert timing.verdict([1.1] * 4, 1.3) == "inconclusive"  # 4 rounds can never be clear at this level
+    assert timing.verdict([1.3] * 7, 1.3) == "pass"  # at the bar counts as meeting it
+
+
+def test_false_failure_and_power_computed_exactly():
+    ff = timing.power(0.5)
+    assert ff <= timing.ALPHA_CLAUSE
+    assert 2 * 2 * timing.ALPHA_CLAUSE <= 1 / 20  # two clauses, and the re-check times the cell again
+    assert timing.power(1.0) == pytest.approx(1.0)
+    assert timing.power(0.95) >= 0.98
+    assert timing.power(0.3) < timing.power(0.5) < timing.power(0.7) < timing.power(0.9)
+    print(f"false failure per clause {ff:.4f}; power at theta = 0.8, 0.9, 0.95: "
+          f"{timing.power(0.8):.3f}, {timing.power(0.9):.3f}, {timing.power(0.95):.4f}")
+
+
+def test_sequential_rounds_stop_at_a_clear_verdict_and_keep_pairs():
+    calls = []
+    fns = [lambda: calls.append("base"), lambda: calls.append("cand")]
+    rounds = timing.sequential_rounds(fns, ["base", "cand"], lambda r: len(r.times) >= 13, budget_s=60)
+    assert len(rounds.times) == 14  # looks at 7 (no), 10 (no), 14 (yes)
+    assert calls == ["base", "cand"] * 15  # one warm-up round, then paired rounds in order
+    assert len(rounds.ratios("base", "cand")) == 14
+
+
+def test_sequential_rounds_complete_the_first_look_then_respect_the_budget():
+    rounds = timing.sequential_rounds([lambda: time.sleep(0.01)], ["x"], lambda r: False, budget_s=0.05)
+    assert len(rounds.times) == timing.LOOKS[0]  # a look with fewer rounds could never be clear
+    rounds = timing.sequential_rounds([lambda: time.sleep(0.05)], ["x"], lambda r: False, budget_s=0.05,
+                                      hard_limit_s=0.2)
+    assert 1 <= len(rounds.times) <= 6  # the hard limit cuts even the first look short
+
+
+HOLD = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o666)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_the_lock_serialises_timed_sections_across_processes(tmp_path, monkeypatch):
+    lock = tmp_path / "timing.lock"
+    monkeypatch.setenv(timing.LOCK_ENV, str(lock))
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock), "1.5"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        with timing.timing_lock(wait_s=30) as note:
+            waited = time.monotonic() - t0
+        assert note == "" and 1.0 <= waited < 20, waited  # waited for the other "worker"
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_lock_held_forever_only_delays(tmp_path, monkeypatch):
+    lock = tmp_path / "timing.lock"
+    monkeypatch.setenv(timing.LOCK_ENV, str(lock))
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock), "60"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with timing.timing_lock(wait_s=0.5) as note:
+            pass
+        assert "without the graders' lock" in note
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_no_lock_configured_is_a_no_op(monkeypatch):
+    monkeypatch.delenv(timing.LOCK_ENV, raising=False)
+    with timing.timing_lock() as note:
+        assert note == ""
+
+
+def test_a_timing_verdict_in_the_recheck_is_not_called_tampering():
+    timed = recheck_note("lab2", "test_speedup", "TimingFailure: speedup ... clearly below the required 1.3x")
+    assert "tamper" not in timed and "timing" in timed
+    other = recheck_note("lab2", "test_greedy", "AssertionError: differs")
+    assert "tamper" in other

@@ -1,0 +1,172 @@
+"""The Gradescope autograder of Lab 1, run in a local copy of Gradescope's directory tree.
+
+`make gradescope LAB=lab1`'s zip is unpacked into ROOT/source, `run_autograder` is copied to
+ROOT/run_autograder, and `setup.sh` runs with SPECLAB_PYTHON set (its offline branch: nothing
+is installed, this interpreter is used), ROOT standing in for /autograder through
+SPECLAB_GRADESCOPE_ROOT. Then each submission is put in ROOT/submission and `run_autograder`
+runs in ROOT, as Gradescope does: the reference solution, an empty submission and a broken one
+(part 1 solved, part 2 a syntax error, the rest left as released). Each results.json must follow
+Gradescope's format and give, test by test, the points the local pipeline gives the same
+notebook. `pytest -s` prints the three results.json.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.export.gradescope import VISIBILITIES, build_zip
+from autograder.audit.mutants import make_submission
+from autograder.pipeline import Config, grade_class
+from load import scaled
+
+ROOT = Path(__file__).resolve().parents[3]
+LAB = "lab1"
+pytestmark = pytest.mark.slow
+LAB_ORDER = [c["metadata"]["nbgrader"]["grade_id"]
+             for c in json.loads((ROOT / "labs" / LAB / f"{LAB}.ipynb").read_text())["cells"]
+             if c["metadata"].get("nbgrader", {}).get("grade") and not c["metadata"]["nbgrader"].get("solution")]
+
+
+def _submissions(tmp: Path) -> dict[str, Path]:
+    """student -> folder holding what that student uploads."""
+    release = nbformat.read(ROOT / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
+    ref = make_submission(LAB, release)
+    broken = nbformat.from_dict(json.loads(nbformat.writes(ref)))
+    for cell in broken.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if gid == "impl_part2":
+            cell.source = "def speculative_sample(p, q, rng):\n    return (\n"  # a syntax error
+        elif gid.startswith("impl_part") and gid != "impl_part1":
+            cell.source = next(c.source for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid)
+    folders = {}
+    for student, nb in (("reference", ref), ("empty", None), ("broken", broken)):
+        d = tmp / "uploads" / student
+        d.mkdir(parents=True)
+        if nb is not None:
+            nbformat.write(nb, d / f"{LAB}.ipynb")
+        folders[student] = d
+    return folders
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gradescope")
+    archive = build_zip(ROOT, LAB, tmp / f"gradescope-{LAB}.zip")
+    root = tmp / "autograder"
+    (root / "source").mkdir(parents=True)
+    with zipfile.ZipFile(archive) as zf:
+        modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
+        zf.extractall(root / "source")
+    for name, mode in modes.items():
+        if mode & 0o111:
+            os.chmod(root / "source" / name, 0o755)
+    shutil.copyfile(root / "source" / "run_autograder", root / "run_autograder")
+    os.chmod(root / "run_autograder", 0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env.update(SPECLAB_GRADESCOPE_ROOT=str(root), SPECLAB_PYTHON=sys.executable)
+    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root / "source", env=env,
+                           capture_output=True, text=True, timeout=scaled(900))
+    assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+    uploads = _submissions(tmp)
+    results = {}
+    for student, folder in uploads.items():
+        shutil.rmtree(root / "submission", ignore_errors=True)
+        shutil.rmtree(root / "results", ignore_errors=True)
+        shutil.copytree(folder, root / "submission")
+        (root / "results").mkdir()
+        proc = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True,
+                              timeout=scaled(1800))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        results[student] = json.loads((root / "results" / "results.json").read_text())
+        print(f"\n===== results.json of the {student} submission\n" + json.dumps(results[student], indent=1))
+    local_subs = tmp / "local-submissions"
+    for student, folder in uploads.items():
+        shutil.copytree(folder, local_subs / student)
+    local = {r["student"]: r for r in grade_class(Config(LAB, local_subs, tmp / "local", ROOT, workers=2),
+                                                  progress=False)}
+    return archive, results, local, tmp / "local"
+
+
+def test_zip_has_gradescopes_layout(harness):
+    archive, _, _, _ = harness
+    with zipfile.ZipFile(archive) as zf:
+        infos = {i.filename: i for i in zf.infolist()}
+    for script in ("setup.sh", "run_autograder"):
+        assert script in infos, "must be at the root of the zip, not in a folder"
+        assert (infos[script].external_attr >> 16) & 0o111, f"{script} must be executable"
+    assert any(n.startswith("course/autograder/checks/") for n in infos)
+    assert f"course/solutions/{LAB}/" in {n[: len(f"course/solutions/{LAB}/")] for n in infos}
+
+
+def test_results_follow_gradescopes_format(harness):
+    _, results, local, _ = harness
+    for student, data in results.items():
+        assert isinstance(data["score"], float) and data["visibility"] in VISIBILITIES, student
+        assert data["tests"], student
+        for t in data["tests"]:
+            assert set(t) >= {"name", "score", "max_score", "output", "visibility"}, t
+            assert isinstance(t["name"], str) and t["name"].startswith("Part "), t["name"]
+            assert 0 <= t["score"] <= t["max_score"] and t["visibility"] in VISIBILITIES
+        assert sum(t["max_score"] for t in data["tests"]) == local[student]["max_score"] == 20
+        assert data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]))
+
+
+def test_results_equal_the_local_grades(harness):
+    _, results, local, _ = harness
+    assert local["reference"]["score"] == 20 and local["empty"]["score"] == 0
+    assert 0 < local["broken"]["score"] < 20
+    for student, data in results.items():
+        want = local[student]["scores"][LAB]
+        got = {t["name"].rsplit("[", 1)[1].rstrip("]"): t["score"] for t in data["tests"]}
+        assert list(got) == LAB_ORDER, "tests in the lab's order"
+        assert got == want, student
+        assert data["score"] == local[student]["score"]
+
+
+def test_students_read_why_but_not_the_hidden_tests(harness):
+    _, results, _, _ = harness
+    broken = {t["name"].rsplit("[", 1)[1].rstrip("]"): t for t in results["broken"]["tests"]}
+    failed = [t for t in broken.values() if t["score"] < t["max_score"]]
+    assert failed and all(t["output"].startswith("Failed") for t in failed)
+    assert any("NameError" in t["output"] or "NotImplementedError" in t["output"] for t in failed)
+    assert "no notebook" in results["empty"]["output"]
+    for data in results.values():
+        text = json.dumps(data)
+        assert "_checks" not in text and "BEGIN HIDDEN" not in text
+
+
+def test_local_csv_in_lab_order_and_a_rerun_is_cheap_and_quiet(harness):
+    """The same class graded locally: grades.csv's columns follow the lab; a second run grades
+    nobody, rewrites no feedback page and no gradebook; a forced merge warns about nothing."""
+    import csv
+    import time
+    import warnings
+
+    _, _, local, out = harness
+    with open(out / "grades.csv") as f:
+        header = next(csv.reader(f))
+    assert header[4:-1] == [f"{LAB}:{g}" for g in LAB_ORDER]
+    pages = {p: p.stat().st_mtime_ns for p in (out / "feedback").rglob("*.html")}
+    assert len(pages) == 3
+    db = (out / "gradebook.db").stat().st_mtime_ns
+    cfg = Config(LAB, out.parent / "local-submissions", out, ROOT, workers=2)
+    t0 = time.perf_counter()
+    again = {r["student"]: r for r in grade_class(cfg, progress=False)}
+    assert again == local
+    assert {p: p.stat().st_mtime_ns for p in pages} == pages and (out / "gradebook.db").stat().st_mtime_ns == db
+    print(f"\nre-run with everything graded: {time.perf_counter() - t0:.1f} s")
+    (out / "merged.sha256").unlink()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        grade_class(cfg, progress=False)
+    assert not [w for w in caught if "sqlalchemy" in w.category.__module__.lower()], [str(w.message) for w in caught]
+    assert (out / "gradebook.db").stat().st_mtime_ns != db  # the forced merge did write it

@@ -1,0 +1,185 @@
+"""Feedback pages a student can read offline (autograder/pipeline/feedback.py).
+
+A graded Lab 1 notebook is made by hand from the instructor's source (which, like an
+autograded notebook, holds the hidden tests) with a failed statistical test cell whose
+traceback prints hidden lines; the page must show the points and the grader's notes in a box
+at the top, name every test cell by its part and what it checks, and show the failure's
+message but neither the hidden lines nor the traceback. In headless Chromium, with the network
+cut off, MathJax must typeset every formula (no raw TeX left); the same page without the
+inlined MathJax must fail that check, so the check can fail.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+import subprocess
+from html import unescape
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from autograder.pipeline.feedback import describe_cells, write_feedback
+
+ROOT = Path(__file__).resolve().parents[3]
+LAB = "lab1"
+FAILED = "test_sampler_exactness"
+MESSAGE = "speculative_sample on pair 'reversed': token 2 drawn 0.512 of the time, exact law 0.3 (p-value 1e-9)"
+HIDDEN_LINE = "_checks.check_sampler(speculative_sample)"
+NOTE = "lab1.ipynb cell abc123: NameError: name 'helper' is not defined"
+
+
+def _source_nb() -> dict:
+    """The instructor's notebook (built from solutions/lab1/lab1.md): it holds the hidden tests, as a graded one does."""
+    return json.loads((ROOT / "solutions" / LAB / f"{LAB}.ipynb").read_text())
+
+
+def _graded(layout: dict) -> tuple[dict, dict]:
+    nb = copy.deepcopy(_source_nb())
+    for cell in nb["cells"]:
+        gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if gid == FAILED:
+            cell["outputs"] = [{"output_type": "error", "ename": "ExactnessFailure", "evalue": MESSAGE,
+                                "traceback": ["\x1b[0;31m---------------------------------------------\x1b[0m",
+                                              f"Cell In[7], line 9\n----> 9 {HIDDEN_LINE}",
+                                              f"ExactnessFailure: {MESSAGE}"]}]
+    scores = {g: (0.0 if g == FAILED else pts) for g, pts in layout.items()}
+    result = {"student": "ada", "lab": LAB, "scores": {LAB: scores}, "score": sum(scores.values()),
+              "max_score": sum(layout.values()), "problems": [NOTE], "seconds": 1.0, "submission_sha256": "x"}
+    return nb, result
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    from autograder.checks.lab1 import CELLS
+
+    out = tmp_path_factory.mktemp("out")
+    layout = {c.grade_id: float(c.points) for c in CELLS}
+    nb, result = _graded(layout)
+    (out / "template" / "labs" / LAB).mkdir(parents=True)
+    shutil.copyfile(ROOT / "labs" / LAB / f"{LAB}.ipynb", out / "template" / "labs" / LAB / f"{LAB}.ipynb")
+    graded = out / "autograded" / "ada" / LAB / f"{LAB}.ipynb"
+    graded.parent.mkdir(parents=True)
+    graded.write_text(json.dumps(nb))
+    assert write_feedback(out, ROOT, LAB, {LAB: layout}, [result], progress=False) == 1
+    html = out / "feedback" / "ada" / LAB / f"{LAB}.html"
+    return out, layout, result, html
+
+
+def test_box_at_the_top_with_points_and_notes(page):
+    _, layout, result, html = page
+    text = html.read_text()
+    box = text.index('id="speclab-summary"')
+    first_cell = text.index("Lab 1")
+    assert box < first_cell
+    assert f"{result['score']:g} / {result['max_score']:g} points" in text
+    assert "Notes from the grader" in text and "name 'helper' is not defined" in unescape(text)
+
+
+def test_every_test_cell_is_named_by_part_and_check(page):
+    _, layout, _, html = page
+    text = html.read_text()
+    release = json.loads((ROOT / "labs" / LAB / f"{LAB}.ipynb").read_text())
+    names = describe_cells(ROOT, LAB, release)
+    assert list(names) == list(layout)  # the lab's order, every test cell
+    for gid, (part, what) in names.items():
+        assert re.match(r"Part \d+: ", part), (gid, part)
+        assert what and what != gid.removeprefix("test_").replace("_", " "), (gid, what)  # from the check's docstring
+        assert f'id="{gid}"' in text
+    assert text.count('class="speclab-test') == len(layout)
+    assert "Test cell" not in text  # nbgrader's unnamed lines
+
+
+def test_hidden_tests_and_tracebacks_are_not_shown(page):
+    _, _, _, html = page
+    text = html.read_text()
+    assert "BEGIN HIDDEN TESTS" not in text and "END HIDDEN TESTS" not in text
+    assert "check_sampler" not in text and "_checks" not in text and "autograder.checks" not in text
+    assert "Cell In[7]" not in text
+    assert MESSAGE in unescape(text)  # the verdict and its message are there
+    assert "0 / 4 points" in text
+
+
+def test_page_needs_no_network(page):
+    _, _, _, html = page
+    text = html.read_text()
+    assert "window.MathJax" in text
+    assert not re.search(r"<script[^>]+src=\"https?://", text), "a script from the network"
+    assert not re.search(r"<link[^>]+href=\"https?://", text), "a stylesheet from the network"
+
+
+def test_unchanged_pages_are_not_written_again(page):
+    out, layout, result, html = page
+    before = html.stat().st_mtime_ns
+    assert write_feedback(out, ROOT, LAB, {LAB: layout}, [result], progress=False) == 0
+    assert html.stat().st_mtime_ns == before
+    changed = dict(result, problems=result["problems"] + ["lab1.ipynb: regraded by hand"])
+    assert write_feedback(out, ROOT, LAB, {LAB: layout}, [changed], progress=False) == 1
+
+
+# ----------------------------------------------------------------------------- in a browser
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install -y chromium)")
+SKIP = {"script", "style", "pre", "code", "mjx-container", "svg", "math", "textarea"}
+VOID = {"br", "hr", "img", "input", "link", "meta", "col", "area", "base", "embed", "source", "track", "wbr"}
+RAW_TEX = re.compile(r"\\\(|\\\[|\$\$|\$[^$\s][^$]{0,200}?\$|\\(?:alpha|frac|sum|min|max|left|right|text|le|ge)\b")
+
+
+class _Text(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.skip, self.text, self.mjx, self.errors = [], 0, [], 0, 0
+
+    def handle_starttag(self, tag, attrs):
+        self.mjx += tag == "mjx-container"
+        self.errors += tag == "mjx-merror"
+        if tag in VOID:
+            return
+        self.stack.append(tag)
+        self.skip += tag in SKIP
+
+    def handle_endtag(self, tag):
+        if tag in VOID or tag not in self.stack:
+            return
+        while self.stack:
+            top = self.stack.pop()
+            self.skip -= top in SKIP
+            if top == tag:
+                break
+
+    def handle_data(self, data):
+        if not self.skip:
+            self.text.append(data)
+
+
+def rendered(path: Path) -> _Text:
+    """The page's DOM after its scripts ran, in headless Chromium with every host unreachable."""
+    proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                           "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost",
+                           "--proxy-server=http://127.0.0.1:9", "--virtual-time-budget=30000",
+                           "--dump-dom", path.resolve().as_uri()], capture_output=True, text=True, timeout=180)
+    assert "<html" in proc.stdout, proc.stderr[-2000:]
+    reader = _Text()
+    reader.feed(proc.stdout)
+    return reader
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_math_is_typeset_offline_in_chromium(page, tmp_path):
+    _, _, _, html = page
+    release = json.loads((ROOT / "labs" / LAB / f"{LAB}.ipynb").read_text())
+    formulas = sum(len(RAW_TEX.findall("".join(c["source"]))) for c in release["cells"] if c["cell_type"] == "markdown")
+    assert formulas > 10, "the lab has math to render"
+    dom = rendered(html)
+    left = RAW_TEX.findall(" ".join(dom.text))
+    assert not left, f"raw TeX left on the page: {left[:5]}"
+    assert dom.mjx >= formulas // 2 and dom.errors == 0, (dom.mjx, formulas, dom.errors)
+    # the check can fail: the same page without its MathJax leaves the TeX raw
+    stripped = tmp_path / "no-mathjax.html"
+    stripped.write_text(re.sub(r"<script>window\.MathJax.*?</script>\s*<script>.*?</script>", "", html.read_text(),
+                               count=1, flags=re.S))
+    bare = rendered(stripped)
+    assert bare.mjx == 0 and RAW_TEX.findall(" ".join(bare.text))

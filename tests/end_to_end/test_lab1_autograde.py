@@ -1,0 +1,101 @@
+"""Lab 1 under the REAL `nbgrader autograde`: reference, untouched release, every catalog mutant.
+
+One session-scoped course holds all submissions: the reference solution is
+autograded alone (its CPU time, nbgrader and its kernel, is the per-submission budget
+check, <= 60 s: wall time would grow with other processes' load; both are printed), then
+the untouched release notebook and one student per catalog mutant are autograded in
+a single `nbgrader autograde` call. A mutant's notebook is the reference's parts 1
+and the mutant's own part (the mutant in place of the reference function), the other
+parts left as released: each part's checks call only that part's functions and part
+1's, so the mutant is judged exactly as in a complete notebook, and the other parts
+fail at once instead of running every statistical check again (about 25 s per
+notebook). One more mutant is graded in a complete notebook, the one whose hidden
+message is inspected below.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.checks.lab1 import CELLS
+from autograder.audit.mutants import make_submission
+from autograder.audit.mutants.lab1 import MUTANTS
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB = "lab1"
+BUDGET_S = 60.0
+POINTS = {c.grade_id: c.points for c in CELLS}
+PART = {c.grade_id: c.part for c in CELLS}
+
+pytestmark = pytest.mark.slow
+MESSAGE_MUTANT = "batch_ratio_from_first_row"
+
+
+def only_parts(nb, release, parts: set[int]):
+    """nb with the solution cells of the parts not in `parts` put back as released (the stubs)."""
+    stubs = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
+             if c.metadata.get("nbgrader", {}).get("solution")}
+    nb = nbformat.from_dict(nb)
+    for c in nb.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id", "")
+        if gid.startswith("impl_part") and int(gid[len("impl_part"):]) not in parts:
+            c.source = stubs[gid]
+    return nb
+
+
+@pytest.fixture(scope="session")
+def lab1_graded(session_course):
+    """Autograde reference (alone, timed), then release + all mutants (one call)."""
+    course = session_course
+    release_dir = course.generate(LAB)
+    release = nbformat.read(release_dir / f"{LAB}.ipynb", as_version=4)
+    course.add_submission("reference", LAB, make_submission(LAB, release))
+    reference = course.autograde(LAB, "reference")
+    course.add_submission("untouched", LAB, release)
+    for m in MUTANTS:
+        course.add_submission(f"mutant_{m.name}", LAB, only_parts(make_submission(LAB, release, m), release, {1, m.part}))
+    (message,) = [m for m in MUTANTS if m.name == MESSAGE_MUTANT]
+    course.add_submission("complete_mutant", LAB, make_submission(LAB, release, message))
+    n_others = 2 + len(MUTANTS)
+    others = course.autograde(LAB, "*", exclude="reference", timeout=60 * n_others)  # about 13 s each, quiet
+    return course, {"reference": reference, "others": others, "n_others": n_others}
+
+
+def test_reference_gets_full_marks_within_budget(lab1_graded):
+    course, timing = lab1_graded
+    scores = course.scores(LAB, "reference")
+    assert scores == {g: (float(p), float(p)) for g, p in POINTS.items()}
+    print(f"autograding the reference submission alone took {timing['reference']}; "
+          f"the other {timing['n_others']} submissions in one call took {timing['others']}")
+    assert timing["reference"].cpu_s <= BUDGET_S
+
+
+def test_untouched_release_gets_zero(lab1_graded):
+    course, _ = lab1_graded
+    scores = course.scores(LAB, "untouched")
+    assert set(scores) == set(POINTS)
+    assert all(score == 0 for score, _ in scores.values()), scores
+
+
+@pytest.mark.parametrize("m", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_mutant_loses_points_in_its_part(lab1_graded, m):
+    course, _ = lab1_graded
+    scores = course.scores(LAB, f"mutant_{m.name}")
+    lost = {g for g, (score, top) in scores.items() if score < top}
+    assert any(PART[g] == m.part for g in lost), f"{m.name} ({m.doc}) lost points only in {sorted(lost)}"
+
+
+def test_failure_message_reaches_the_student_without_the_solution(lab1_graded):
+    """The autograded notebook shows which property failed and by how much, and no solution code.
+
+    This mutant passes the visible check (one (p, q) pair for every row), so the message is the hidden test's.
+    """
+    course, _ = lab1_graded
+    nb = nbformat.read(course.root / "autograded" / "complete_mutant" / LAB / f"{LAB}.ipynb",
+                       as_version=4)
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_batch_exactness"]
+    text = "\n".join(o.get("evalue", "") + "".join(o.get("traceback", [])) for o in cell.outputs)
+    assert "total variation" in text and "standard deviations" in text
+    assert "np.maximum(p - q" not in text and "BEGIN SOLUTION" not in text

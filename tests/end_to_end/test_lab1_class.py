@@ -1,0 +1,134 @@
+"""A synthetic class of 30 Lab 1 students graded end to end by the pipeline with 2 workers.
+
+Students are built from the reference solution (autograder.audit.mutants.make_submission) with
+some parts left as released (the `raise NotImplementedError()` stub), plus broken and
+hostile notebooks. The expected score of each is computed from the points of the hidden
+test cells (autograder.checks.lab1.CELLS) and which parts each cell needs:
+a test cell earns its points iff every part it calls is solved. Needs, from the solution
+notebook: parts 2 and 3 call part 1's functions; the speed cell prints `speedup`, which the
+lab's demo cell computes with speculative_sample (part 2) and the batch sampler (part 5).
+The wall time of the whole class is printed (pytest -s) and asserted under 10 minutes.
+"""
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.checks.lab1 import CELLS
+from autograder.audit.mutants import make_submission
+from autograder.pipeline import Config, build_template, grade_class, summary
+from autograder.sandbox import Limits
+from load import scaled
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB = "lab1"
+pytestmark = pytest.mark.slow
+NEEDS = {1: {1}, 2: {1, 2}, 3: {1, 3}, 4: {4}, 5: {5}}
+TOTAL = sum(c.points for c in CELLS)
+
+
+def needs(cell) -> set[int]:
+    return NEEDS[cell.part] | ({1, 2, 5} if cell.grade_id == "test_batch_speed" else set())
+
+
+def expected(solved: set[int], fake: set[str] = frozenset()) -> float:
+    """Points of the cells whose parts are all solved (and whose check is not in `fake`)."""
+    return float(sum(c.points for c in CELLS if needs(c) <= solved and c.grade_id not in fake))
+
+
+FAKE_ALPHA = "def estimate_alpha(n_accepted, k):\n    return 5 / 7  # passes the visible test only\n"
+PATCH_CHECKS = ("import autograder.checks.lab1 as _c\n_c.check_alpha_estimator = lambda *a, **k: None\n"
+                "import sys\nsys.modules['autograder.checks.lab1'].check_alpha_estimator = lambda *a, **k: None")
+HIDE_TB = ("ip = get_ipython()\nip.showtraceback = lambda *a, **k: None\nip._showtraceback = lambda *a, **k: None\n"
+           "import sys\nsys.excepthook = lambda *a: None")
+
+
+def _students(release):
+    ref = make_submission(LAB, release)
+
+    def with_parts(solved: set[int]):
+        nb = nbformat.from_dict(ref)
+        rel = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+        for c in nb.cells:
+            gid = c.metadata.get("nbgrader", {}).get("grade_id", "")
+            if gid.startswith("impl_part") and int(gid[-1]) not in solved:
+                c.source = rel[gid]
+        return nb
+
+    def add_after(nb, gid, code):
+        i = [k for k, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == gid][0]
+        nb.cells.insert(i + 1, nbformat.v4.new_code_cell(code))
+        return nb
+
+    def replace_part(nb, gid, code):
+        for c in nb.cells:
+            if c.metadata.get("nbgrader", {}).get("grade_id") == gid:
+                c.source = code
+        return nb
+
+    all5 = {1, 2, 3, 4, 5}
+    s: dict[str, tuple[object, float]] = {
+        "s01_reference": (ref, expected(all5)),
+        "s02_no_part2": (with_parts(all5 - {2}), expected(all5 - {2})),
+        "s03_no_parts45": (with_parts({1, 2, 3}), expected({1, 2, 3})),
+        "s04_patches_checks": (add_after(replace_part(with_parts(all5), "impl_part4", FAKE_ALPHA), "impl_part4",
+                                         PATCH_CHECKS), expected(all5 - {4})),
+        "s05_hides_tracebacks": (add_after(replace_part(with_parts({1, 4}), "impl_part4", FAKE_ALPHA), "impl_part4",
+                                           HIDE_TB), expected({1})),
+        "s06_exit_after_tests": (nbformat.from_dict(with_parts({1, 4})), expected({1, 4})),
+        "s07_dies_at_start": (add_after(with_parts(all5), "setup", "import os\nos._exit(3)"), 0.0),
+    }
+    s["s06_exit_after_tests"][0].cells.append(nbformat.v4.new_code_cell("import os\nos._exit(1)"))
+    for i, parts in enumerate([{4}, {4}, {1}, {1}, {1, 4}, {1, 4}, {4}, {1}]):
+        s[f"s{8 + i:02d}_parts_{''.join(map(str, sorted(parts)))}"] = (with_parts(parts), expected(parts))
+    for i in range(16, 24):
+        s[f"s{i:02d}_untouched"] = (release, 0.0)
+    for i in range(24, 27):
+        s[f"s{i:02d}_invalid_json"] = (b'{"cells": [{"cell_type": "code", "source": "x = ', 0.0)
+    for i in range(27, 29):
+        s[f"s{i:02d}_missing"] = (None, 0.0)
+    s["s29_error_first_cell"] = (add_after(with_parts({4}), "setup", "raise RuntimeError('oops')"), expected({4}))
+    s["s30_only_part4_moved_test"] = (with_parts({4}), expected({4}))
+    nb = s["s30_only_part4_moved_test"][0]
+    i = [k for k, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test_alpha_estimator"][0]
+    nb.cells.insert(0, nb.cells.pop(i))
+    assert len(s) == 30
+    return s
+
+
+def test_thirty_students_two_workers(tmp_path):
+    cfg = Config(LAB, tmp_path / "subs", tmp_path / "out", ROOT, workers=2,
+                 limits=Limits(cell_timeout_s=scaled(60), notebook_timeout_s=scaled(300), memory_mb=6144))
+    build_template(cfg)
+    release = nbformat.read(cfg.out / "template" / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
+    students = _students(release)
+    for name, (nb, _) in students.items():
+        d = cfg.submissions / name / LAB
+        d.mkdir(parents=True)
+        if isinstance(nb, bytes):
+            (d / f"{LAB}.ipynb").write_bytes(nb)
+        elif nb is not None:
+            nbformat.write(nb, d / f"{LAB}.ipynb")
+    t0 = time.perf_counter()
+    results = {r["student"]: r for r in grade_class(cfg, progress=False)}
+    wall = time.perf_counter() - t0
+    print(f"\n30-student Lab 1 class, 2 workers: {wall:.0f} s wall")
+    print(f"{'student':<28} expected  actual")
+    for name, (_, want) in students.items():
+        print(f"{name:<28} {want:>8g}  {results[name]['score']:>6g}")
+    print(summary(cfg, build_template(cfg), list(results.values())))
+    assert {n: results[n]["score"] for n in students} == {n: w for n, (_, w) in students.items()}
+    # the patched check is one the pipeline's nbgrader run leaves to the grader: the grader's own verdict
+    # (the check run in the grader's process) is what the student reads
+    assert any(p.startswith("lab1.ipynb test_alpha_estimator: AssertionError") and "estimate_alpha(" in p
+               for p in results["s04_patches_checks"]["problems"]), results["s04_patches_checks"]["problems"]
+    assert any("kernel died" in p for p in results["s06_exit_after_tests"]["problems"])
+    assert any("moved" in p for p in results["s30_only_part4_moved_test"]["problems"])
+    assert all(re.search("not a valid notebook", " ".join(results[f"s{i}_invalid_json"]["problems"]))
+               for i in range(24, 27))
+    assert wall < 600
