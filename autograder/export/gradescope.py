@@ -9,7 +9,7 @@ to /autograder/results/results.json (a `tests` list: name, score, max_score, out
 
 `build_zip(course, lab, path)` writes such a zip (`make gradescope LAB=lab1`):
   setup.sh, run_autograder, gradescope.json (lab, visibility),
-  course/: autograder/, speclab/, solutions/<lab>/, labs/<lab>/, nbgrader_config.py,
+  course/: autograder/ (GRADING_PARTS), speclab/, solutions/<lab>/, labs/<lab>/, nbgrader_config.py,
            pyproject.toml, requirements-gradescope.txt
 `python -m autograder.export.gradescope prepare|run --root ROOT` are the two steps the scripts call:
 `prepare` releases the lab once (the template gradebook), `run` grades the one submission
@@ -69,6 +69,8 @@ PYTHONPATH="$ROOT/source/course" exec "$PY" -m autograder.export.gradescope run 
 """
 
 COURSE_FILES = ("nbgrader_config.py", "pyproject.toml")
+# What of autograder/ grading needs: not the authoring tools, not the audits (the catalog of wrong solutions)
+GRADING_PARTS = ("__init__.py", "checks", "inside", "sandbox", "pipeline", "export")
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
 
@@ -105,9 +107,9 @@ def build_zip(course: Path, lab: str, path: Path, visibility: str = "visible") -
         add_text(zf, "course/requirements-gradescope.txt", _requirements(course))
         for name in COURSE_FILES:
             zf.write(course / name, f"course/{name}")
-        folders = ["autograder", "speclab", f"solutions/{lab}", f"labs/{lab}"]
+        folders = [*(f"autograder/{part}" for part in GRADING_PARTS), "speclab", f"solutions/{lab}", f"labs/{lab}"]
         for folder in folders:
-            for f in sorted((course / folder).rglob("*")):
+            for f in sorted([course / folder] if (course / folder).is_file() else (course / folder).rglob("*")):
                 rel = f.relative_to(course)
                 if f.is_file() and not any(p in ("__pycache__", ".ipynb_checkpoints") for p in rel.parts) \
                         and f.suffix != ".pyc":

@@ -1,0 +1,279 @@
+"""The statistical designs of Lab 1's hidden checks: the (p, q) pairs, the exact laws a correct
+implementation's outputs follow (computed here by enumeration), the sample sizes, and the cases
+(`stats.ExactnessCase`) that draw outcomes from a student's function.
+
+The checks that use them, one per graded cell, are in `lab1.py`; `python -m autograder.audit.power lab1`
+computes each case's false-failure bound and its power against the catalog of wrong solutions.
+Notation: see the `speclab` package docstring.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .calls import call_each
+from .stats import ExactnessCase
+
+
+def _dirichlet_pair(vocab: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A target p and a draft q that roughly agree, as a small model and its large one do."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(0.0, 2.0, vocab)
+    p = np.exp(logits - logits.max())
+    q = np.exp(0.8 * logits + rng.normal(0.0, 0.7, vocab))
+    return p / p.sum(), q / q.sum()
+
+def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
+    z = np.exp((logits - logits.max()) / temperature)
+    return z / z.sum()
+
+def _top_k(probs: np.ndarray, k: int) -> np.ndarray:
+    keep = np.zeros(probs.shape, dtype=bool)
+    keep[np.argsort(-probs, kind="stable")[:k]] = True
+    out = np.where(keep, probs, 0.0)
+    return out / out.sum()
+
+def _top_p(probs: np.ndarray, top_p: float) -> np.ndarray:
+    order = np.argsort(-probs, kind="stable")
+    before = np.cumsum(probs[order]) - probs[order]  # mass of the tokens ranked above
+    keep = np.zeros(probs.shape, dtype=bool)
+    keep[order[before < top_p]] = True
+    out = np.where(keep, probs, 0.0)
+    return out / out.sum()
+
+def truncated_pair() -> tuple[np.ndarray, np.ndarray]:
+    """Rows as a decoder feeds them: temperature 0.7, then top-3 on p and top-p 0.9 on q (zeros in both)."""
+    logits = np.array([2.0, 1.6, 1.1, 0.4, 0.3, -0.5, -1.0, -2.0])
+    draft_logits = np.array([1.2, 2.1, 0.2, 1.0, -0.3, 0.9, -1.2, -0.4])
+    return _top_k(_softmax(logits, 0.7), 3), _top_p(_softmax(draft_logits, 0.7), 0.9)
+
+def high_acceptance_pair() -> tuple[np.ndarray, np.ndarray]:
+    """alpha >= 0.95 with the residual spread over 15 of 16 tokens: q moves 5% of p's mass onto token 0."""
+    p = _softmax(np.linspace(1.5, -1.5, 16), 1.0)
+    q = 0.95 * p
+    q[0] += 0.05
+    return p, q
+
+def pairs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The (p, q) pairs the samplers are tested on: the regimes of issue 14, adversarial ones included."""
+    big_p, big_q = _dirichlet_pair(1000, seed=11)
+    return {
+        "reversed": (np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1])),
+        "low acceptance, zeros in p and q": (np.array([0.0, 0.05, 0.0, 0.45, 0.5, 0.0]),
+                                             np.array([0.5, 0.05, 0.3, 0.0, 0.05, 0.1])),
+        "disjoint supports": (np.array([0.0, 0.0, 0.6, 0.4]), np.array([0.7, 0.3, 0.0, 0.0])),
+        "high acceptance, residual over 15 tokens": high_acceptance_pair(),
+        "temperature 0.7, top-3 p, top-p 0.9 q": truncated_pair(),
+        "p == q": (np.array([0.2, 0.3, 0.5]), np.array([0.2, 0.3, 0.5])),
+        "one-hot p": (np.array([0.0, 1.0, 0.0, 0.0]), np.array([0.25, 0.25, 0.25, 0.25])),
+        "1000-token vocabulary": (big_p, big_q),
+    }
+
+# eps targets (issue 14) for vocabularies <= 16; the cases sized for time state their own eps.
+EPS_TARGET = {"sampler": 0.02, "batch": 0.01, "block": 0.03}
+
+# Samples per case: the smallest n meeting the target (stats.n_for_eps at the case's alpha with the early
+# looks of stats.early_passes, rounded up to 100, checked by tests/test_lab1_checks.py) on every case of at
+# most 16 tokens and blocks up to k = 3; a correct implementation usually passes at 0.3 n to 0.55 n. The
+# 1000-token and k = 5 cases are sized for grading time, state their own eps and draw all n.
+N_SAMPLER = {"reversed": 64300, "low acceptance, zeros in p and q": 59900, "disjoint supports": 57600,
+             "high acceptance, residual over 15 tokens": 84100, "p == q": 61300, "one-hot p": 48600,
+             "1000-token vocabulary": 10000}
+
+N_BATCH = {"reversed": 258800, "low acceptance, zeros in p and q": 241800, "disjoint supports": 232600,
+           "high acceptance, residual over 15 tokens": 338800, "temperature 0.7, top-3 p, top-p 0.9 q": 245800,
+           "p == q": 247500, "one-hot p": 196400, "1000-token vocabulary": 40000}
+
+N_BATCH_DIFFERENT = 345900  # pairs of rows
+
+N_BLOCK = {1: 32400, 3: 54000, 5: 8000}
+
+BATCH_CHUNK = 20000  # rows per call of the batch sampler (memory on the 1000-token vocabulary)
+
+TARGETED = {"sampler": [n for n in N_SAMPLER if n != "1000-token vocabulary"],
+            "batch": [n for n in N_BATCH if n != "1000-token vocabulary"] + ["different"],
+            "block": [1, 3]}
+
+def _design_eps(group: str, name) -> float | None:
+    """The targeted cases pass early once their sample is clearly within the target (stats.early_passes);
+    the cases sized for time (1000 outcomes and more) would not pass early at n/3 and keep one look."""
+    return EPS_TARGET[group] if name in TARGETED[group] else None
+
+def residual_table(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The exact residual norm(max(0, p - q)) (eq. 3.2 of the book)."""
+    diff = np.maximum(p - q, 0.0)
+    return diff / diff.sum()
+
+
+def exact_law(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Law of a correct speculative sampler's output: p itself (the theorem under test)."""
+    return np.asarray(p, dtype=float)
+
+def _draw_scalar(p: np.ndarray, q: np.ndarray) -> Callable:
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        out = np.empty(n, dtype=np.int64)
+        for t, x in enumerate(call_each(fn, [(p, q, rng)] * n)):  # a fresh copy of p and q for every call
+            if not isinstance(x, (int, np.integer)):
+                raise AssertionError(f"speculative_sample must return an int token, got {type(x).__name__}")
+            out[t] = x
+        return out
+    return draw
+
+def sampler_cases() -> list[ExactnessCase]:
+    all_pairs = pairs()
+    return [ExactnessCase(f"speculative_sample on pair '{name}'", exact_law(*all_pairs[name]), n,
+                          _draw_scalar(*all_pairs[name]), eps=_design_eps("sampler", name))
+            for name, n in N_SAMPLER.items()]
+
+@dataclass(frozen=True)
+class Bigram:
+    """Toy target and draft over a small vocabulary: next-token rows indexed by the previous token."""
+
+    target: np.ndarray  # (V, V): target[c] = p(. | previous token c)
+    draft: np.ndarray  # (V, V): draft[c] = q(. | previous token c)
+    start: int  # previous token before the block
+
+def toy_bigram() -> Bigram:
+    target = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8], [0.3, 0.6, 0.1]])
+    draft = np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3], [0.3, 0.3, 0.4]])
+    return Bigram(target, draft, start=0)
+
+def block_rows(model: Bigram, drafted: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    ctx = (model.start, *drafted)
+    return model.target[list(ctx)], model.draft[list(ctx[:-1])]  # (k+1, V), (k, V)
+
+def block_outcomes(vocab: int, k: int) -> list[tuple[int, ...]]:
+    return [s for length in range(1, k + 2) for s in itertools.product(range(vocab), repeat=length)]
+
+def block_law(model: Bigram, k: int) -> np.ndarray:
+    """Exact law of the tokens a correct verification emits, over block_outcomes(V, k)."""
+    vocab = model.target.shape[0]
+    index = {s: i for i, s in enumerate(block_outcomes(vocab, k))}
+    law = np.zeros(len(index))
+    for drafted in itertools.product(range(vocab), repeat=k):
+        p_rows, q_rows = block_rows(model, drafted)
+        prob = np.prod([q_rows[i, x] for i, x in enumerate(drafted)])
+        for i, x in enumerate(drafted):  # reach position i with every earlier draft accepted
+            if prob == 0:
+                break
+            a = min(1.0, p_rows[i, x] / q_rows[i, x])
+            if a < 1:
+                resid = residual_table(p_rows[i], q_rows[i])
+                for y in range(vocab):
+                    law[index[(*drafted[:i], y)]] += prob * (1 - a) * resid[y]
+            prob *= a
+        if prob > 0:
+            for y in range(vocab):
+                law[index[(*drafted, y)]] += prob * p_rows[k, y]
+    assert abs(law.sum() - 1) < 1e-12
+    return law
+
+def call_block(fn: Callable, drafted, p_rows, q_rows, rng, where: str) -> tuple[list[int], int]:
+    return block_result(fn(np.array(drafted), p_rows.copy(), q_rows.copy(), rng), drafted, where)
+
+def block_result(result, drafted, where: str) -> tuple[list[int], int]:
+    """(tokens, n_accepted) of one verify_block call, after checking the block's structure."""
+    k = len(drafted)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise AssertionError(f"{where}: verify_block must return a pair (tokens, n_accepted)")
+    tokens, n_acc = result
+    tokens = [int(t) for t in np.asarray(tokens).ravel()]
+    if not isinstance(n_acc, (int, np.integer)) or not 0 <= n_acc <= k:
+        raise AssertionError(f"{where}: n_accepted = {n_acc!r} is not an integer in [0, k = {k}]")
+    if len(tokens) != n_acc + 1:
+        raise AssertionError(
+            f"{where}: you emitted {len(tokens)} tokens with n_accepted = {n_acc}; a block emits "
+            f"the accepted drafts plus exactly one more token")
+    if tuple(tokens[:n_acc]) != tuple(int(t) for t in drafted[:n_acc]):
+        raise AssertionError(f"{where}: the first n_accepted = {n_acc} emitted tokens are not the drafted ones")
+    return tokens, int(n_acc)
+
+def _draw_block(model: Bigram, k: int) -> Callable:
+    index = {s: i for i, s in enumerate(block_outcomes(model.target.shape[0], k))}
+
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        drafted = np.empty((n, k), dtype=np.int64)  # autoregressive drafting from q, all blocks at once
+        ctx = np.full(n, model.start)
+        for i in range(k):
+            cdf = np.cumsum(model.draft[ctx], axis=1)
+            ctx = np.minimum((cdf <= rng.random(n)[:, None]).sum(axis=1), len(model.draft) - 1)
+            drafted[:, i] = ctx
+        blocks = [tuple(int(x) for x in row) for row in drafted]
+        inputs = {d: (np.array(d), *block_rows(model, d)) for d in set(blocks)}  # one set of arrays per distinct block
+        results = call_each(fn, [(*inputs[d], rng) for d in blocks])
+        out = np.empty(n, dtype=np.int64)
+        for t, (d, result) in enumerate(zip(blocks, results)):
+            tokens, _ = block_result(result, d, f"verify_block with k = {k}")
+            out[t] = index[tuple(tokens)]
+        return out
+    return draw
+
+def block_cases() -> list[ExactnessCase]:
+    model = toy_bigram()
+    vocab = model.target.shape[0]
+    return [ExactnessCase(f"verify_block on a toy bigram target/draft, k = {k}", block_law(model, k), N_BLOCK[k],
+                          _draw_block(model, k), labels=[f"emitted {list(s)}" for s in block_outcomes(vocab, k)],
+                          guarantee="the joint law of the emitted tokens (hence of the accepted count)",
+                          eps=_design_eps("block", k))
+            for k in sorted(N_BLOCK)]
+
+def call_batch(fn: Callable, p: np.ndarray, q: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return batch_result(fn(p, q, rng), len(p))
+
+def batch_result(out, rows: int) -> np.ndarray:
+    out = np.asarray(out)
+    if out.shape != (rows,) or not np.issubdtype(out.dtype, np.integer):
+        raise AssertionError(f"speculative_sample_batch on {rows} rows returned {out.dtype} of shape {out.shape};"
+                             f" expected integer tokens of shape ({rows},)")
+    return out
+
+def _draw_batch(p: np.ndarray, q: np.ndarray) -> Callable:
+    """Outcome = the token of one row; all rows are copies of (p, q), in calls of at most BATCH_CHUNK rows."""
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        rows = BATCH_CHUNK if len(p) > 64 else n
+        sizes = [min(rows, n - done) for done in range(0, n, rows)]
+        # a read-only view per call, no rows in memory: each call gets its own (m, V) copy (call_each), and
+        # the grader's verdict sends a view as one row and a count (autograder/pipeline/judge.py)
+        outs = call_each(fn, [(np.broadcast_to(p, (m, len(p))), np.broadcast_to(q, (m, len(q))), rng) for m in sizes])
+        return np.concatenate([batch_result(out, m) for out, m in zip(outs, sizes)])
+    return draw
+
+DIFFERENT_P = np.array([0.0, 0.1, 0.2, 0.3, 0.4])
+
+def _draw_batch_different(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+    """2n rows, every one with its own law: row b has p_b = DIFFERENT_P permuted by pi_b and a draft q_b drawn
+    from a Dirichlet (zeros where the permuted p has its zero, half of the time); outcome j is
+    (pi^-1 of the token of row 2j, pi^-1 of the token of row 2j + 1), whose exact law is DIFFERENT_P x DIFFERENT_P
+    whatever the q_b: the law of a row, and the independence of neighbouring rows."""
+    vocab = len(DIFFERENT_P)
+    grader = np.random.default_rng(int(rng.integers(2**62)))  # the rows' laws, drawn apart from the student's rng
+    perm = np.argsort(grader.random((2 * n, vocab)), axis=1)  # perm[b, i] = the token of row b playing role i
+    p = np.empty((2 * n, vocab))
+    np.put_along_axis(p, perm, np.broadcast_to(DIFFERENT_P, (2 * n, vocab)), axis=1)
+    q_roles = grader.dirichlet(np.ones(vocab), size=2 * n)
+    q_roles[:, 0] *= grader.random(2 * n) < 0.5  # q is zero where p is zero in half of the rows
+    q_roles /= q_roles.sum(axis=1, keepdims=True)
+    q = np.empty_like(q_roles)
+    np.put_along_axis(q, perm, q_roles, axis=1)
+    tokens = call_batch(fn, p, q, rng)
+    inverse = np.argsort(perm, axis=1)  # token -> role
+    roles = inverse[np.arange(2 * n), tokens]
+    return roles[0::2] * vocab + roles[1::2]
+
+def batch_cases() -> list[ExactnessCase]:
+    all_pairs = pairs()
+    cases = [ExactnessCase(f"speculative_sample_batch on {n} copies of pair '{name}'",
+                           exact_law(*all_pairs[name]), n, _draw_batch(*all_pairs[name]), batched=True,
+                           eps=_design_eps("batch", name))
+             for name, n in N_BATCH.items()]
+    vocab = len(DIFFERENT_P)
+    law = np.outer(DIFFERENT_P, DIFFERENT_P).ravel()
+    labels = [f"(row 2j -> role {i}, row 2j+1 -> role {j})" for i in range(vocab) for j in range(vocab)]
+    cases.append(ExactnessCase(f"speculative_sample_batch on {2 * N_BATCH_DIFFERENT} rows, each with its own law",
+                               law, N_BATCH_DIFFERENT, _draw_batch_different, labels=labels, batched=True,
+                               guarantee="the joint law of two neighbouring rows (permutation-invariant roles)",
+                               eps=_design_eps("batch", "different")))
+    return cases

@@ -1,0 +1,93 @@
+"""The two rules that decide a grade from the opinions on it, and the version a cached grade is kept under
+(autograder/pipeline/results.py)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder.pipeline.results import grade_code_files, grader_version, lower_of, verdict_alone
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_lower_of_keeps_the_lower_score_per_cell():
+    nbgrader = {"a": 2.0, "b": 3.0, "c": 1.0, "d": 0.0}
+    opinions = {"a": (True, ""), "b": (False, "AssertionError: too far"), "d": (True, "")}
+    scores, notes = lower_of("lab", nbgrader, opinions, judged={"a", "b", "d"}, deferred=set())
+    assert scores == {"a": 2.0, "b": 0.0, "c": 1.0, "d": 0.0}  # c: no second opinion; d: nbgrader's 0 stays 0
+    assert len(notes) == 1 and notes[0].startswith("lab.ipynb b: passed inside the notebook but fails the grader's")
+
+
+def test_lower_of_never_raises_a_score():
+    scores, notes = lower_of("lab", {"a": 0.0}, {"a": (True, "")}, judged={"a"}, deferred={"a"})
+    assert scores == {"a": 0.0} and notes == []
+
+
+@pytest.mark.parametrize("judged, deferred, starts", [
+    ({"x"}, {"x"}, "lab.ipynb x: AssertionError: why; 0 points"),  # the check ran only in the grader
+    ({"x"}, set(), "lab.ipynb x: passed inside the notebook but fails the grader's own check"),
+    (set(), {"x"}, "lab.ipynb x: AssertionError: why (checked in a clean re-run)"),
+    (set(), set(), "lab.ipynb x: passed inside the notebook but fails in a clean re-run"),
+])
+def test_lower_of_says_which_opinion_lowered_the_cell(judged, deferred, starts):
+    _, notes = lower_of("lab", {"x": 4.0}, {"x": (False, "AssertionError: why")}, judged, deferred)
+    assert notes[0].startswith(starts), notes
+
+
+def test_a_clear_timing_verdict_is_not_called_tampering():
+    _, notes = lower_of("lab", {"x": 4.0}, {"x": (False, "TimingFailure: 1.1x, below 1.3x")}, set(), set())
+    assert "timing of the clean re-run" in notes[0] and "tamper" not in notes[0]
+
+
+def test_verdict_alone_counts_only_the_cells_that_passed():
+    assert verdict_alone({"a": 2.0, "b": 3.0, "c": 1.0}, {"a": (True, ""), "b": (False, "x")}) == \
+        {"a": 2.0, "b": 0.0, "c": 0.0}
+
+
+def _code_copy(tmp_path: Path) -> Path:
+    code = tmp_path / "code"
+    for part in ("autograder", "speclab"):
+        shutil.copytree(ROOT / part, code / part, ignore=shutil.ignore_patterns("__pycache__", "*.safetensors"))
+    return code
+
+
+def test_the_version_covers_what_decides_a_grade_and_nothing_else(tmp_path):
+    code, template = _code_copy(tmp_path), tmp_path / "template"
+    template.mkdir()
+    (template / "source.sha256").write_text("release 1")
+    base = grader_version(code, template)
+    files = {p.relative_to(code).as_posix() for p in grade_code_files(code)}
+    assert {"autograder/checks/lab1.py", "autograder/inside/harness.py", "autograder/sandbox/bwrap.py",
+            "autograder/pipeline/grade.py", "speclab/model.py"} <= files
+    assert not any(f.startswith(("autograder/audit/", "autograder/export/", "autograder/authoring/")) for f in files)
+
+    # editing an audit, an export, the authoring tools or a page renderer keeps every cached grade
+    for kept in ("autograder/audit/power.py", "autograder/export/gradescope.py", "autograder/authoring/labs.py",
+                 "autograder/pipeline/feedback.py", "autograder/pipeline/report.py"):
+        (code / kept).write_text((code / kept).read_text() + "\n# an edit\n")
+        assert grader_version(code, template) == base, kept
+
+    # editing a check, the sandbox's code, the pipeline's grading, speclab or the release drops them
+    for dropped in ("autograder/checks/lab1.py", "autograder/inside/wire.py", "autograder/pipeline/results.py",
+                    "speclab/sampling.py"):
+        path = code / dropped
+        original = path.read_text()
+        path.write_text(original + "\n# an edit\n")
+        assert grader_version(code, template) != base, dropped
+        path.write_text(original)
+    assert grader_version(code, template) == base
+    (template / "source.sha256").write_text("release 2")
+    assert grader_version(code, template) != base
+
+
+def test_a_lab_outside_the_package_is_in_the_version(tmp_path):
+    code, template = _code_copy(tmp_path), tmp_path / "template"
+    template.mkdir()
+    lab = tmp_path / "lab_checks"
+    lab.mkdir()
+    (lab / "mylab.py").write_text("def check_x(f):\n    assert f() == 1\n")
+    before = grader_version(code, template, (lab,))
+    (lab / "mylab.py").write_text("def check_x(f):\n    assert f() == 2\n")
+    assert grader_version(code, template, (lab,)) != before
