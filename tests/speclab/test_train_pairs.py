@@ -96,7 +96,7 @@ def test_model_card_gpu_parameter_counts_match_the_presets():
 
     from speclab.model import GPT
 
-    card = (Path(__file__).resolve().parents[1] / "speclab" / "MODEL_CARD.md").read_text()
+    card = (Path(__file__).resolve().parents[2] / "speclab" / "MODEL_CARD.md").read_text()
     with torch.device("meta"):  # shapes only, no memory
         counts = [GPT(PRESETS[name]).num_params() for name in ("gpu-target", "gpu-draft")]
     assert f"| {counts[0]:,} | {counts[1]:,} |" in card

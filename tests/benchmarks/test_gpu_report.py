@@ -214,7 +214,7 @@ def test_run_script_refuses_a_machine_without_cuda(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     proc = subprocess.run(["bash", str(root / "benchmarks" / "gpu" / "run.sh"), str(tmp_path / "out")],
                           env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable}, capture_output=True, text=True,
                           timeout=300)
