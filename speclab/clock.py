@@ -56,7 +56,6 @@ __all__ = [
     "set_stopwatch",
     "device_name",
     "synchronize",
-    "lazy_torch",
 ]
 
 # A timing a clock cannot resolve is reported as the clock's resolution, never as 0, so that
