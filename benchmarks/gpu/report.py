@@ -2,27 +2,30 @@
 
 Notation: see the `speclab` package docstring (p = target, q = draft, k = draft length, alpha, c).
 
-    python -m speclab.gpu_report --out benchmarks/gpu/<device>-<date>.json          # a GPU, full sizes
-    python -m speclab.gpu_report --sizes tiny --quick --out /tmp/cpu.json           # seconds, any machine
-    python -m speclab.gpu_report --lab2 ...       # also autograde the Lab 2 reference under nbgrader
-    python -m speclab.gpu_report --pairs shipped,gpu ...   # speculative decoding on these pairs
+    python -m benchmarks.gpu.report --out benchmarks/gpu/<device>-<date>.json          # a GPU, full sizes
+    python -m benchmarks.gpu.report --sizes tiny --quick --out /tmp/cpu.json           # seconds, any machine
+    python -m benchmarks.gpu.report --lab2 ...       # also autograde the Lab 2 reference under nbgrader
+    python -m benchmarks.gpu.report --pairs shipped,gpu ...   # speculative decoding on these pairs
 
-What it measures (every time is the median of repeats after warm-up, from
-torch.utils.benchmark, which synchronises CUDA before reading its clock):
+(run from the repository root, which puts `speclab`, `benchmarks` and `autograder` on the path).
 
-- copy_bandwidth_GBps: dst.copy_(src) of a large buffer, bytes read + bytes written;
-- matmul_bf16_TFLOPs: a square bf16 matmul, 2 n^3 FLOPs per call;
+What it measures, every time with speclab.measure (median of repeats after warm-up, the device
+synchronised around every timed sample, ratios timed interleaved in one run):
+
+- copy_bandwidth_GBps: dst.copy_(src) of a large buffer, bytes read + bytes written
+  (measure.copy_bandwidth);
+- matmul_bf16_TFLOPs: a square bf16 matmul, 2 n^3 FLOPs per call (measure.matmul_throughput);
 - decode: for model sizes from the shipped target up to >= 1 GB of weights (random weights),
   one batch-1 decode step after `context` cached tokens, in the readable eager path
   (`model(tokens, positions, cache)`) and in the static path replayed as a CUDA graph
-  (`GraphedStep`); each as a fraction of the copy bandwidth: bytes a step must move
-  (every weight once, K and V of the context + 1 positions read, of 1 position written)
-  / time / copy bandwidth;
+  (`GraphedStep`), each timed in blocks of back-to-back calls; each as a fraction of the copy
+  bandwidth: bytes a step must move (measure.decode_step_bytes: every weight once, K and V of
+  the context + 1 positions read, of 1 position written) / time / copy bandwidth;
 - lab2_autograde (with --lab2): the Lab 2 reference under the real `nbgrader autograde`;
-- spec: speculative decoding with the Lab 2 reference decoder (eager; greedy and T = 1) and,
-  on CUDA, a greedy decoder built on CUDA graphs, k = 1..8: alpha, c, c_verify(k),
-  predicted S = E[N] / (k / c + c_verify) and measured S against the autoregressive baseline
-  of the same kind, timed interleaved in the same run.
+- spec: speculative decoding with the Lab 2 reference decoder (eager; greedy and T = 1) and
+  the greedy decoder on CUDA graphs of speclab.graphed, k = 1..8: alpha (theory.alpha_pooled),
+  c, c_verify(k), predicted S = E[N] / (k / c + c_verify) (theory.speedup_measured) and measured
+  S against the autoregressive baseline of the same kind, timed interleaved in the same run.
 
 On a CPU the same code runs with eager kernels in place of graphs (`graphs_ms` then times
 the static path without capture; the "graphs" field of each entry says which).
@@ -33,31 +36,29 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
 import platform
 import re
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
 
+from benchmarks.gpu.lab2 import lab2_autograde, load_lab2_reference
+from speclab import measure, theory
+from speclab.graphed import GraphedPair, graphed_greedy_autoregressive, graphed_greedy_speculative, static_capacity
 from speclab.model import GPT, PRESETS, GPTConfig, GraphedStep
 
 __all__ = [
-    "SIZES", "SPEC_KS", "bench", "copy_bandwidth_gbps", "matmul_tflops", "decode_bytes", "decode_entry",
-    "lab2_autograde", "load_lab2_reference", "predicted_speedup", "pooled_alpha", "graphed_greedy_autoregressive", "graphed_greedy_speculative",
-    "spec_entries", "build_report", "validate", "main",
+    "SIZES", "SPEC_KS", "decode_entry", "lab2_autograde", "load_lab2_reference", "spec_entries", "build_report",
+    "validate", "summary", "main",
 ]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "benchmarks" / "gpu" / "schema.json"
 SPEC_KS = (1, 2, 3, 4, 5, 6, 7, 8)
+REPEATS = 10  # timed samples of every roofline and decode-step timing (each a block of calls)
 
 # Model sizes of the decode sweep: (name, config or "preset:<name>"). "full" spans the shipped
 # target (5M parameters) to 1.2 and 1.6 GB of bf16 weights; "tiny" is for tests on a CPU.
@@ -77,73 +78,56 @@ SIZES: dict[str, list[tuple[str, GPTConfig]]] = {
 
 
 # ------------------------------------------------------------------------------ timing
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def _stats(t: measure.Timing) -> dict:
+    """A Timing as the report stores it: median and IQR in seconds, samples, stable (IQR <= 10 % of the median)."""
+    lo, hi = t.quartiles
+    return {"median_s": t.median, "iqr_s": hi - lo, "blocks": t.repeats, "stable": t.stable}
 
 
-def bench(fn: Callable[[], object], min_run_time: float, label: str = "") -> dict:
-    """Median and IQR (seconds per call) of fn over blocks, after torch.utils.benchmark's warm-up.
+def timed(fn: Callable[[], object], device: torch.device, run_time: float, label: str = "") -> dict:
+    """measure.time_fn over about run_time seconds: REPEATS samples, each a block of back-to-back calls.
 
-    stable: the IQR is within 10 % of the median (a shared or throttling machine shows up here).
+    One call first (warm-up), a second one sizes the block. Blocks, because a CUDA-graph decode
+    step takes tens of microseconds, not much more than the synchronisation around every sample.
     """
-    from torch.utils.benchmark import Timer
+    fn()
+    once = measure.wall_time(fn, device)
+    number = max(1, int(run_time / REPEATS / max(once, measure.CLOCK_RESOLUTION_S)))
+    t = measure.time_fn(fn, repeats=REPEATS, warmup=1, device=device, label=label, number=number)
+    return {**_stats(t), "calls_per_block": number}
 
-    fn()  # one explicit warm-up call (lazy initialisation, allocator) before the Timer's own
-    m = Timer(stmt="fn()", globals={"fn": fn}, label=label).blocked_autorange(min_run_time=min_run_time)
-    return {"median_s": m.median, "iqr_s": m.iqr, "blocks": len(m.times), "stable": m.iqr <= 0.1 * m.median}
+
+def _cost_ratios(draft_step: Callable[[], object], target_steps: dict[int, Callable[[], object]], ks,
+                 device: torch.device, repeats: int) -> tuple[float, dict[int, float]]:
+    """c = T_target(1) / T_draft(1) and c_verify(k) = T_target(k + 1) / T_target(1), timed interleaved in
+    one run; target_steps maps T to a forward of T tokens after the same context."""
+    sizes = list(target_steps)
+    times = measure.time_interleaved([draft_step] + [target_steps[t] for t in sizes],
+                                     ["draft T=1"] + [f"target T={t}" for t in sizes], repeats, 3, device)
+    t_target = {t: timing.median for t, timing in zip(sizes, times[1:])}
+    # a pass over k + 1 tokens cannot cost less than one over 1 token: a ratio below 1 is timing noise
+    return t_target[1] / times[0].median, {k: max(1.0, t_target[k + 1] / t_target[1]) for k in ks}
 
 
-def _interleaved(fns: list[Callable[[], object]], device: torch.device, repeats: int, warmup: int = 1,
-                 desc: str = "timing") -> list[float]:
-    """Median wall time of each fn, calling them round-robin so that drift hits all alike."""
-    times: list[list[float]] = [[] for _ in fns]
-    for r in tqdm(range(warmup + repeats), desc=desc, leave=False):
-        for i, fn in enumerate(fns):
-            _sync(device)
-            t0 = time.perf_counter()
-            fn()
-            _sync(device)
-            if r >= warmup:
-                times[i].append(time.perf_counter() - t0)
-    return [statistics.median(t) for t in times]
+def _medians(fns: list[Callable[[], object]], device: torch.device, repeats: int) -> list[float]:
+    """Median time of each decoder, called round-robin after one warm-up round."""
+    return [t.median for t in measure.time_interleaved(fns, None, repeats, 1, device)]
 
 
 # ------------------------------------------------------------------- machine roofline
-def copy_bandwidth_gbps(device: torch.device, n_bytes: int, min_run_time: float) -> dict:
-    """dst.copy_(src) of n_bytes: (read + write) bytes / median time, in GB/s (1e9)."""
-    src = torch.ones(n_bytes // 2, dtype=torch.bfloat16, device=device)
-    dst = torch.empty_like(src)
-    t = bench(lambda: dst.copy_(src), min_run_time, "copy")
-    moved = 2 * src.numel() * src.element_size()
-    return {"GBps": moved / t["median_s"] / 1e9, "bytes": moved, **t}
+def copy_bandwidth_gbps(device: torch.device, n_bytes: int, run_time: float) -> dict:
+    """measure.copy_bandwidth of n_bytes in bf16, in GB/s (1e9); unstable timings re-measured for up to run_time."""
+    bw = measure.copy_bandwidth(n_bytes, device, torch.bfloat16, repeats=REPEATS, budget_s=run_time)
+    return {"GBps": bw.bytes_per_s / 1e9, "bytes": bw.bytes_moved, **_stats(bw.timing)}
 
 
-def matmul_tflops(device: torch.device, n: int, min_run_time: float) -> dict:
-    """[n, n] @ [n, n] in bf16: 2 n^3 / median time, in TFLOP/s (1e12)."""
-    g = torch.Generator().manual_seed(0)
-    a = torch.randn(n, n, generator=g).to(device, torch.bfloat16)
-    b = torch.randn(n, n, generator=g).to(device, torch.bfloat16)
-    out = torch.empty(n, n, device=device, dtype=torch.bfloat16)
-    t = bench(lambda: torch.matmul(a, b, out=out), min_run_time, "matmul")
-    return {"TFLOPs": 2 * n**3 / t["median_s"] / 1e12, "n": n, **t}
+def matmul_tflops(device: torch.device, n: int, run_time: float) -> dict:
+    """measure.matmul_throughput of [n, n] @ [n, n] in bf16, in TFLOP/s (1e12)."""
+    mm = measure.matmul_throughput(n, dtype=torch.bfloat16, device=device, repeats=REPEATS, budget_s=run_time)
+    return {"TFLOPs": mm.flops_per_s / 1e12, "n": n, **_stats(mm.timing)}
 
 
 # ------------------------------------------------------------------------ decode sweep
-def decode_bytes(model: GPT, context_len: int) -> int:
-    """Least bytes one decode step must move: every weight once (as stored), K and V of the
-    context_len + 1 attended positions read, K and V of the new position written."""
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    per_position = 2 * model.cfg.n_layer * model.cfg.d_model * model.embed.weight.element_size()
-    return weights + per_position * (context_len + 1) + per_position
-
-
-def _slots(needed: int, max_len: int) -> int:
-    """A cache capacity >= needed, rounded up to a multiple of 16 (the alignment the fused attention
-    kernels want for a mask's last dimension), at most max_len."""
-    return min(max_len, -(-needed // 16) * 16)
-
-
 def _random_model(cfg: GPTConfig, device: torch.device, dtype: torch.dtype, seed: int = 0) -> GPT:
     torch.manual_seed(seed)
     with torch.device(device):  # initialise on the device: a 1.6 GB model is slow to init on a CPU
@@ -155,6 +139,7 @@ def decode_entry(name: str, cfg: GPTConfig, device: torch.device, dtype: torch.d
                  copy_GBps: float, min_run_time: float, compile: bool = False) -> dict:
     """One row of the decode sweep: eager and graphed decode step of a random-weight model."""
     model = _random_model(cfg, device, dtype)
+    element = model.embed.weight.element_size()  # every weight and the cache in one dtype
     gen = torch.Generator().manual_seed(1)
     context = torch.randint(cfg.vocab_size, (1, context_len), generator=gen).to(device)
     token = torch.randint(cfg.vocab_size, (1, 1), generator=gen).to(device)
@@ -170,7 +155,7 @@ def decode_entry(name: str, cfg: GPTConfig, device: torch.device, dtype: torch.d
         return model(token, position, cache)
 
     # the static path attends over every slot: keep the capacity just above the context
-    capacity = _slots(context_len + 1, cfg.max_len)
+    capacity = static_capacity(context_len + 1, cfg.max_len)
     scache = model.new_static_cache(batch=1, max_len=capacity)
     with torch.inference_mode():
         model.forward_static(context, scache)
@@ -193,13 +178,13 @@ def decode_entry(name: str, cfg: GPTConfig, device: torch.device, dtype: torch.d
 
         with torch.inference_mode():
             compiled_diff = (eager()[0, -1] - compiled_step()[0, -1]).abs().max().item()
-        compiled = bench(compiled_step, min_run_time, f"{name} compiled+graphs")
+        compiled = timed(compiled_step, device, min_run_time, f"{name} compiled+graphs")
         del cstep
-    need = decode_bytes(model, context_len)
-    params = sum(p.numel() for p in model.parameters())
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    te = bench(eager, min_run_time, f"{name} eager")
-    tg = bench(graphed, min_run_time, f"{name} graphs")
+    need = measure.decode_step_bytes(cfg, context_len, weight_bytes=element, kv_bytes=element).total
+    params = measure.param_count(cfg)
+    weights = params * element
+    te = timed(eager, device, min_run_time, f"{name} eager")
+    tg = timed(graphed, device, min_run_time, f"{name} graphs")
     captured = step.captured
     del model, cache, scache, step
     if device.type == "cuda":
@@ -223,249 +208,7 @@ def decode_entry(name: str, cfg: GPTConfig, device: torch.device, dtype: torch.d
     }
 
 
-# ------------------------------------------------------------------------ Lab 2 grading
-def lab2_autograde(timeout_s: float = 1800.0) -> dict:
-    """Autograde the Lab 2 reference solution with the real `nbgrader autograde`, the way the test
-    fixture does (tests/conftest.py): a throw-away course that loads autograder/nbgrader_config.py,
-    the release generated from solutions/lab2, the reference submitted as one student.
-
-    Never raises: a failure (the lab being restructured, nbgrader missing) comes back as
-    {"points": None, "total": None, "seconds": ..., "error": "..."}.
-    """
-    t0 = time.perf_counter()
-    try:
-        import nbformat
-
-        _repo_on_path()
-
-        for path in (REPO / "solutions" / "lab2", REPO / "autograder" / "nbgrader_config.py"):
-            if not path.exists():
-                raise FileNotFoundError(f"{path} is missing: the lab sources moved? (see autograder/LAB2.md)")
-        import shutil
-
-        nbgrader = Path(sys.executable).parent / "nbgrader"  # the venv's, else the one on PATH (GPU image: /tmp/site/bin)
-        if not nbgrader.exists():
-            found = shutil.which("nbgrader")
-            if found is None:
-                raise FileNotFoundError("nbgrader not found: install it, or on a bare GPU image carry `make gpu-wheels`'s .whl/")
-            nbgrader = Path(found)
-        with tempfile.TemporaryDirectory(prefix="lab2-gpu-") as tmp:
-            root = Path(tmp)
-            (root / "nbgrader_config.py").write_text(
-                "c = get_config()\n"
-                f"load_subconfig({str(REPO / 'autograder' / 'nbgrader_config.py')!r})\n")
-            (root / "solutions").symlink_to(REPO / "solutions", target_is_directory=True)
-            env = dict(os.environ, PATH=f"{nbgrader.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-                       PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-
-            def run(*args: str) -> None:
-                proc = subprocess.run([str(nbgrader), *args], cwd=root, env=env, capture_output=True, text=True,
-                                      timeout=timeout_s)
-                if proc.returncode != 0:
-                    raise RuntimeError(f"nbgrader {' '.join(args)} failed: {proc.stderr[-2000:]}")
-
-            run("generate_assignment", "lab2", "--force")
-            release = nbformat.read(root / "labs" / "lab2" / "lab2.ipynb", as_version=4)
-            sub = root / "submitted" / "reference" / "lab2" / "lab2.ipynb"
-            sub.parent.mkdir(parents=True)
-            nbformat.write(_reference_submission(release), sub)
-            t_grade = time.perf_counter()
-            run("autograde", "lab2", "--force", "--student=reference")
-            seconds = time.perf_counter() - t_grade
-            from nbgrader.api import Gradebook
-
-            with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
-                nb = gb.find_submission_notebook("lab2", "lab2", "reference")
-                cells = {g.name: [float(g.score), float(g.max_score)] for g in nb.grades}
-        return {"points": sum(s for s, _ in cells.values()), "total": sum(m for _, m in cells.values()),
-                "seconds": seconds, "cells": cells}
-    except Exception as err:  # noqa: BLE001 -- the report must survive a broken lab
-        return {"points": None, "total": None, "seconds": time.perf_counter() - t0,
-                "error": f"{type(err).__name__}: {err}"[:3000]}
-
-
 # ------------------------------------------------------------------ speculative decoding
-def _reference_submission(release):
-    """The release notebook with the reference solution filled in, by whichever helper this
-    checkout's autograder has (the lab sources are being restructured)."""
-    import inspect
-
-    import nbformat
-
-    from autograder.mutants import make_submission
-
-    params = list(inspect.signature(make_submission).parameters)
-    if params[:2] == ["lab", "release_nb"]:  # make_submission(lab, release_nb, m=None)
-        return make_submission("lab2", release)
-    source = nbformat.read(REPO / "solutions" / "lab2" / "lab2.ipynb", as_version=4)  # make_submission(release, source)
-    return make_submission(release, source)
-
-
-def load_lab2_reference() -> dict:
-    """The Lab 2 reference decoders (speculative_decode, autoregressive_decode), executed from the solution notebook the students' release is built from,
-    or, failing that, from autograder/lab2_solution.py."""
-    _repo_on_path()
-    threads = torch.get_num_threads()  # the lab's set-up cell pins one CPU thread; keep ours
-    try:
-        return _load_lab2_reference()
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _repo_on_path() -> None:
-    """`autograder` is imported from the checkout, it is not an installed package."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-
-
-def _load_lab2_reference() -> dict:
-    errors = []
-    needed = ("speculative_decode", "autoregressive_decode")
-    try:  # autograder.reference.load(lab): the solution cells of solutions/<lab>/<lab>.md as a module
-        from autograder import reference
-
-        module = reference.load("lab2")
-        if all(hasattr(module, name) for name in needed):
-            return dict(vars(module))
-        errors.append("autograder.reference.load('lab2') lacks one of the reference decoders")
-    except Exception as err:  # noqa: BLE001
-        errors.append(f"autograder.reference: {type(err).__name__}: {err}")
-    try:
-        import nbformat
-
-        from autograder.mutants import reference_namespace
-
-        ns = reference_namespace(nbformat.read(REPO / "solutions" / "lab2" / "lab2.ipynb", as_version=4))
-        if all(name in ns for name in needed):
-            return ns
-        errors.append("solutions/lab2/lab2.ipynb lacks one of the reference functions")
-    except Exception as err:  # noqa: BLE001
-        errors.append(f"solution notebook: {type(err).__name__}: {err}")
-    try:
-        from autograder import lab2_solution as S
-
-        ns = {}
-        for part in ("SETUP", "PART1", "PART2", "PART3"):
-            exec(getattr(S, part).replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", ""), ns)  # noqa: S102
-        return ns
-    except Exception as err:  # noqa: BLE001
-        errors.append(f"autograder/lab2_solution.py: {type(err).__name__}: {err}")
-    raise RuntimeError("cannot load the Lab 2 reference decoder: " + "; ".join(errors))
-
-
-def _expected_tokens(alpha: float, k: int) -> float:
-    return float(k + 1) if alpha >= 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
-
-
-def predicted_speedup(alpha: float, k: int, c: float, c_verify: float) -> float:
-    """S = E[N] / (k / c + c_verify), the Lab 2 cost model (costs in target forwards)."""
-    return _expected_tokens(alpha, k) / (k / c + c_verify)
-
-
-def pooled_alpha(accepted: list[int], k: int) -> float:
-    """Accepted drafts / verified drafts: a step that stops at its first rejection verified a + 1
-    drafts when it accepted a < k, and k when it accepted all k."""
-    if not accepted:
-        raise ValueError("no speculative steps to estimate alpha from")
-    return sum(accepted) / sum(min(a + 1, k) for a in accepted)
-
-
-class _GraphedPair:
-    """CUDA-graph steps of a (target, draft) pair for greedy decoding; eager static path off CUDA."""
-
-    def __init__(self, target: GPT, draft: GPT, capacity: int, ks) -> None:
-        self.target, self.draft = target, draft
-        capacity = _slots(capacity, min(target.cfg.max_len, draft.cfg.max_len))
-        self.tc = target.new_static_cache(max_len=capacity)
-        self.dc = draft.new_static_cache(max_len=capacity)
-        self.t1 = GraphedStep(target, self.tc, T=1)
-        self.d1 = GraphedStep(draft, self.dc, T=1)
-        self.verify = {k: GraphedStep(target, self.tc, T=k + 1) for k in ks}
-
-
-@torch.inference_mode()
-def graphed_greedy_autoregressive(pair: _GraphedPair, prompt: torch.Tensor, n: int) -> list[int]:
-    """Greedy decoding with the target alone, one graphed step per token and no host read until the end."""
-    dev = prompt.device
-    pair.tc.reset()
-    logits = pair.target.forward_static(prompt[None], pair.tc)[0, -1]  # [V]
-    out = torch.empty(n, dtype=torch.long, device=dev)
-    tok = logits.argmax().view(1, 1)
-    for i in range(n):
-        out[i] = tok[0, 0]
-        if i + 1 < n:
-            tok = pair.t1(tok)[0, -1].argmax().view(1, 1)
-    return out.tolist()
-
-
-@torch.inference_mode()
-def graphed_greedy_speculative(pair: _GraphedPair, prompt: torch.Tensor, n: int, k: int) -> tuple[list[int], list[int]]:
-    """Greedy speculative decoding on graphed steps: k draft steps and one (k+1)-token verify are
-    launched without reading anything back; one host read per step decides how many were accepted.
-
-    The same rule as the Lab 2 reference at temperature 0 (accept a draft iff it is the target's
-    argmax; emit the target's argmax at the first mismatch, or the bonus after k matches), so the
-    tokens equal greedy autoregressive decoding. Steps always draft k tokens; the output is cut at
-    n tokens. Both caches hold len(seq) - 1 positions at the top of the loop; the host knows every
-    length, so rollbacks are unchecked device writes (no sync).
-    """
-    if k not in pair.verify:
-        raise ValueError(f"no verify graph for k={k}; captured: {sorted(pair.verify)}")
-    pair.tc.reset()
-    pair.dc.reset()
-    T0 = prompt.numel()
-    if T0 > 1:
-        pair.target.forward_static(prompt[None, :-1], pair.tc)
-        pair.draft.forward_static(prompt[None, :-1], pair.dc)
-    length = T0 - 1  # positions held by both caches
-    last = prompt[-1:].view(1, 1)
-    new: list[int] = []
-    accepted: list[int] = []
-    while len(new) < n:
-        x, drafts = last, []
-        for _ in range(k):
-            x = pair.d1(x)[0, -1].argmax().view(1, 1)
-            drafts.append(x)
-        block = torch.cat([last] + drafts, dim=1)  # [1, k+1]
-        best = pair.verify[k](block)[0].argmax(dim=-1)  # [k+1] the target's argmax after each prefix
-        host = torch.cat([best, block[0, 1:]]).tolist()  # the one host read of the step
-        best_h, drafted = host[: k + 1], host[k + 1 :]
-        a = next((i for i in range(k) if best_h[i] != drafted[i]), k)  # accepted drafts
-        emitted = best_h[: a + 1]  # a accepted drafts (equal to the target's argmax) + the target's token after them
-        accepted.append(a)
-        new.extend(emitted)
-        keep = length + len(emitted)  # new length of both caches: len(seq) - 1
-        pair.tc.rollback_unchecked(keep)
-        if a == k:  # the draft never saw its own last draft token: feed it (one graphed draft step)
-            pair.dc.rollback_unchecked(length + k)
-            pair.d1(drafts[-1])
-        else:
-            pair.dc.rollback_unchecked(keep)
-        length = keep
-        last = best[a : a + 1].view(1, 1)  # emitted[-1], still on the device
-    return new[:n], accepted
-
-
-def _eager_step_fns(model: GPT, sizes, context_len: int) -> dict[int, Callable[[], object]]:
-    """One closure per T: a cached eager forward of T new tokens after context_len cached ones."""
-    dev = model.device
-    gen = torch.Generator().manual_seed(0)
-    cache = model.new_cache(batch=1, max_len=context_len + max(sizes))
-    with torch.inference_mode():
-        model(torch.randint(256, (1, context_len), generator=gen).to(dev), torch.arange(context_len, device=dev), cache)
-    blocks = {t: torch.randint(256, (1, t), generator=gen).to(dev) for t in sizes}
-    positions = {t: torch.arange(context_len, context_len + t, device=dev) for t in sizes}
-
-    def step(t):
-        @torch.inference_mode()
-        def run():
-            cache.rollback(context_len)
-            return model(blocks[t], positions[t], cache)
-        return run
-
-    return {t: step(t) for t in sizes}
-
-
 def _prompt(device: torch.device, length: int = 32) -> torch.Tensor:
     from speclab.data import heldout_windows
 
@@ -487,13 +230,12 @@ def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: in
     prompt = _prompt(device)
     rows: list[dict] = []
     cost_repeats = max(20, 5 * repeats) if cost_repeats is None else cost_repeats
+    dtype_name = str(dtype).removeprefix("torch.")
 
     # costs of the eager steps the reference decoder runs: c and c_verify(k), interleaved
-    ft = _eager_step_fns(target, [1] + [k + 1 for k in ks], context_len=64)
-    fd = _eager_step_fns(draft, [1], context_len=64)
-    med = _interleaved([fd[1]] + list(ft.values()), device, repeats=cost_repeats, warmup=3, desc="c, c_verify")
-    c = med[1] / med[0]
-    c_verify = {k: max(1.0, med[2 + i] / med[1]) for i, k in enumerate(ks)}  # below 1 is timing noise
+    target_steps = measure.forward_step_fns(target, [1] + [k + 1 for k in ks], context_len=64)
+    c, c_verify = _cost_ratios(measure.forward_step_fns(draft, [1], context_len=64)[1], target_steps, ks, device,
+                               cost_repeats)
 
     for temperature in temperatures:
         seed_holder = {}
@@ -515,12 +257,12 @@ def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: in
 
         fns = [lambda: ns["autoregressive_decode"](target, prompt, tokens, temperature=temperature, generator=gen())]
         fns += [spec(k) for k in ks]
-        times = _interleaved(fns, device, repeats, desc=f"{pair} T={temperature}")
+        times = _medians(fns, device, repeats)
         for i, k in enumerate(ks):
-            alpha = pooled_alpha(last_acc[k], k)
-            pred = predicted_speedup(alpha, k, c, c_verify[k])
+            alpha = theory.alpha_pooled(last_acc[k], k)
+            pred = theory.speedup_measured(alpha, k, c, c_verify[k])
             meas = times[0] / times[1 + i]
-            rows.append({"pair": pair, "dtype": str(dtype).removeprefix("torch."), "decoder": "lab2-reference (eager)", "k": k, "temperature": float(temperature),
+            rows.append({"pair": pair, "dtype": dtype_name, "decoder": "lab2-reference (eager)", "k": k, "temperature": float(temperature),
                          "alpha": alpha, "c": c, "c_verify": c_verify[k], "predicted_speedup": pred,
                          "measured_speedup": meas, "measured_over_predicted": meas / pred, "tokens": tokens,
                          "baseline_ms_per_token": times[0] / tokens * 1e3})
@@ -528,7 +270,7 @@ def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: in
     if graphs:
         L = 64  # costs of the graphed steps at a 64-token context, interleaved
         capacity = min(target.cfg.max_len, max(prompt.numel() + tokens, L) + max(ks) + 2)
-        gp = _GraphedPair(target, draft, capacity, ks)
+        gp = GraphedPair(target, draft, capacity, ks)
         context = torch.arange(L, device=device)[None] % 200 + 32  # any L valid tokens
 
         def at(cache, step, T):
@@ -540,10 +282,8 @@ def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: in
         with torch.inference_mode():
             gp.target.forward_static(context, gp.tc)
             gp.draft.forward_static(context, gp.dc)
-        med = _interleaved([at(gp.dc, gp.d1, 1), at(gp.tc, gp.t1, 1)] + [at(gp.tc, gp.verify[k], k + 1) for k in ks],
-                           device, repeats=cost_repeats, warmup=3, desc="graphed c")
-        gc = med[1] / med[0]
-        gv = {k: max(1.0, med[2 + i] / med[1]) for i, k in enumerate(ks)}
+        graphed_steps = {1: at(gp.tc, gp.t1, 1)} | {k + 1: at(gp.tc, gp.verify[k], k + 1) for k in ks}
+        gc, gv = _cost_ratios(at(gp.dc, gp.d1, 1), graphed_steps, ks, device, cost_repeats)
         accs: dict[int, list] = {}
 
         def gspec(k):
@@ -552,13 +292,13 @@ def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: in
                 accs.setdefault(k, []).extend(acc[:-1])
             return run
 
-        times = _interleaved([lambda: graphed_greedy_autoregressive(gp, prompt, tokens)] + [gspec(k) for k in ks],
-                             device, repeats, desc=f"{pair} graphed")
+        times = _medians([lambda: graphed_greedy_autoregressive(gp, prompt, tokens)] + [gspec(k) for k in ks],
+                         device, repeats)
         for i, k in enumerate(ks):
-            alpha = pooled_alpha(accs[k], k)
-            pred = predicted_speedup(alpha, k, gc, gv[k])
+            alpha = theory.alpha_pooled(accs[k], k)
+            pred = theory.speedup_measured(alpha, k, gc, gv[k])
             meas = times[0] / times[1 + i]
-            rows.append({"pair": pair, "dtype": str(dtype).removeprefix("torch."), "decoder": "graphed greedy" if gp.t1.captured else "static greedy (no CUDA)",
+            rows.append({"pair": pair, "dtype": dtype_name, "decoder": "graphed greedy" if gp.t1.captured else "static greedy (no CUDA)",
                          "k": k, "temperature": 0.0, "alpha": alpha, "c": gc, "c_verify": gv[k],
                          "predicted_speedup": pred, "measured_speedup": meas, "measured_over_predicted": meas / pred,
                          "tokens": tokens, "baseline_ms_per_token": times[0] / tokens * 1e3})
@@ -566,18 +306,10 @@ def spec_entries(pair: str, device: torch.device, dtype: torch.dtype, tokens: in
 
 
 # ------------------------------------------------------------------------------ report
+# ------------------------------------------------------------------------------ report
 def _device_label(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"cpu ({cpu}, {torch.get_num_threads()} threads)"
+    """The GPU's own name on CUDA (it names the JSON file), speclab.measure's description of a CPU."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else measure.device_name(device)
 
 
 def device_slug(label: str) -> str:
@@ -694,7 +426,7 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error(f"draft lengths must be >= 1, got {args.ks}")
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    command = "python -m speclab.gpu_report " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m benchmarks.gpu.report " + " ".join(sys.argv[1:] if argv is None else argv)
     slug = device_slug(_device_label(device))
     out = None
     if str(args.out) != "-":
