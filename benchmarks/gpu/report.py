@@ -60,7 +60,7 @@ SCHEMA = REPO / "benchmarks" / "gpu" / "schema.json"
 SPEC_KS = (1, 2, 3, 4, 5, 6, 7, 8)
 REPEATS = 10  # timed samples of every roofline and decode-step timing (each a block of calls)
 
-# Model sizes of the decode sweep: (name, config or "preset:<name>"). "full" spans the shipped
+# Model sizes of the decode sweep: (name, config). "full" spans the shipped
 # target (5M parameters) to 1.2 and 1.6 GB of bf16 weights; "tiny" is for tests on a CPU.
 SIZES: dict[str, list[tuple[str, GPTConfig]]] = {
     "full": [
