@@ -1,4 +1,4 @@
-"""Figures of the Lab 2 closing note: `python benchmarks/lab2_figures.py [--tokens N]`.
+"""Figures of the Lab 2 closing note: `python -m benchmarks.lab2_figures [--tokens N]`.
 
 Runs the reference decoder (`autograder.authoring.reference.load("lab2")`) on the shipped pair on this
 machine's device (CUDA if present, else the CPU on one thread) and prints, per k:

@@ -52,6 +52,10 @@ from typing import Sequence
 
 import torch
 
+from speclab.hf_tiny import TINY_ARCHITECTURES, TINY_TEXTS, save_tiny_pair, tiny_config, tiny_tokenizer  # noqa: F401
+from speclab.inputs import check_cache_batch, check_cache_room, check_positions, check_tokens
+from speclab.kvcache import HostLength
+
 __all__ = [
     "HFConfig", "HFCache", "HFCausalLM", "load_hf_pair", "check_same_tokenizer", "TokenizerMismatch",
     "PairReport", "pair_report", "save_tiny_pair", "main",
@@ -84,11 +88,11 @@ class HFConfig:
     architecture: str  # the library's class name, e.g. LlamaForCausalLM
 
 
-class HFCache:
+class HFCache(HostLength):
     """The library's DynamicCache with the course's interface: `length`, `rollback(n)`, `capacity`.
 
     Only slots [0, length) exist: `rollback(n)` crops every layer to n positions (a
-    slice, no copy), so a rolled-back position cannot be read again.
+    slice, no copy; O(number of layers)), so a rolled-back position cannot be read again.
     """
 
     def __init__(self, owner: "HFCausalLM", batch: int, capacity: int) -> None:
@@ -107,27 +111,12 @@ class HFCache:
                 )
         self._length = 0
 
-    @property
-    def length(self) -> int:
-        """Number of valid positions (slots [0, length) are attended to)."""
-        return self._length
-
-    def rollback(self, n: int) -> None:
-        """Forget every position >= n: crops the library's cache, O(number of layers)."""
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"rollback length must be an int, got {type(n).__name__}")
-        if not 0 <= n <= self._length:
-            raise ValueError(f"cannot roll back to length {n}: it must lie in [0, {self._length}] (the valid length)")
+    def _forget(self, n: int) -> None:
         if n < self._length:
             self.dynamic.crop(n - self._length)  # a negative argument removes that many positions
-        self._length = n
-
-    def reset(self) -> None:
-        """Empty the cache (same as rollback(0))."""
-        self.rollback(0)
 
     def _advance(self, t: int) -> None:
-        self._length += t
+        super()._advance(t)
         got = self.dynamic.get_seq_length()
         if got != self._length:  # the library's own count must agree with ours
             raise RuntimeError(f"cache length out of sync: the library holds {got} positions, expected {self._length}")
@@ -202,38 +191,14 @@ class HFCausalLM:
             raise ValueError(f"cache max_len must lie in [1, {self.cfg.max_len}] (the model's max_len), got {max_len}")
         return HFCache(self, batch, max_len)
 
-    # -- input checks -------------------------------------------------------------------
-    def _check_tokens(self, tokens: torch.Tensor) -> None:
-        if not isinstance(tokens, torch.Tensor):
-            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
-        if tokens.dim() != 2 or tokens.shape[0] < 1 or tokens.shape[1] < 1:
-            raise ValueError(f"tokens must have shape [B, T] with B, T >= 1, got shape {tuple(tokens.shape)}")
-        if tokens.dtype != torch.long:
-            raise ValueError(f"tokens must be torch.long (int64), got {tokens.dtype}")
-        if tokens.device != self.device:
-            raise ValueError(f"device mismatch: tokens are on {tokens.device}, the model is on {self.device}")
-        lo, hi = int(tokens.min()), int(tokens.max())
-        if lo < 0 or hi >= self.cfg.vocab_size:
-            raise ValueError(f"token ids must lie in [0, {self.cfg.vocab_size}), got values in [{lo}, {hi}]")
-
-    def _check_positions(self, positions: torch.Tensor, start: int, T: int) -> None:
-        if not isinstance(positions, torch.Tensor) or positions.dim() != 1 or positions.shape[0] != T:
-            shape = tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__
-            raise ValueError(f"positions must be a 1-D tensor of length T={T}, got {shape}")
-        expected = torch.arange(start, start + T, device=positions.device)
-        if positions.dtype == torch.bool or positions.is_floating_point() or not torch.equal(positions.long(), expected):
-            raise ValueError(f"positions must continue the valid cache length: expected {start}..{start + T - 1}, "
-                             f"got {positions.tolist() if T <= 16 else positions}")
-
+    # -- input checks (speclab.inputs: the same as speclab.model.GPT's) -------------------
     def _check_cache(self, cache: HFCache, B: int, T: int) -> None:
         if not isinstance(cache, HFCache):
             raise TypeError(f"cache must be an HFCache (model.new_cache()) or None, got {type(cache).__name__}")
         if cache.owner is not self:
             raise ValueError(f"this cache was made by {cache.owner.cfg.name!r}, not by {self.cfg.name!r}")
-        if cache.batch != B:
-            raise ValueError(f"batch mismatch: tokens have batch {B}, the cache was built for batch {cache.batch}")
-        if cache.length + T > cache.capacity:
-            raise ValueError(f"cache capacity exceeded: {cache.length} valid + {T} new tokens > capacity {cache.capacity}")
+        check_cache_batch(cache, B)
+        check_cache_room(cache, T)
 
     def _model_ids(self, tokens: torch.Tensor) -> torch.Tensor:
         """Ids this model has rows for: a padding id it lacks becomes fallback_id (see the module docstring)."""
@@ -257,7 +222,7 @@ class HFCausalLM:
         With a cache, positions must equal cache.length + arange(T); cache.length advances
         by T. Without one, positions default to arange(T) and may be any contiguous run.
         """
-        self._check_tokens(tokens)
+        check_tokens(tokens, self.device, self.cfg.vocab_size)
         B, T = tokens.shape
         if cache is not None:
             self._check_cache(cache, B, T)
@@ -266,7 +231,7 @@ class HFCausalLM:
             start = int(positions.reshape(-1)[0]) if isinstance(positions, torch.Tensor) and positions.numel() else 0
         if positions is None:
             positions = torch.arange(start, start + T, device=self.device)
-        self._check_positions(positions, start, T)
+        check_positions(positions, start, T)
         if start + T > self.cfg.max_len:
             raise ValueError(f"positions {start}..{start + T - 1} exceed the model's max_len {self.cfg.max_len}")
         position_ids = positions.to(self.device, torch.long)[None].expand(B, T)  # [B, T]
@@ -285,7 +250,7 @@ class HFCausalLM:
     @torch.no_grad()
     def reference_forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Oracle: the library's own full forward over positions 0..T-1, no cache."""
-        self._check_tokens(tokens)
+        check_tokens(tokens, self.device, self.cfg.vocab_size)
         if tokens.shape[1] > self.cfg.max_len:
             raise ValueError(f"sequence length {tokens.shape[1]} exceeds the model's max_len {self.cfg.max_len}")
         return self._pad(self.hf(input_ids=self._model_ids(tokens), use_cache=False).logits)
@@ -346,103 +311,6 @@ def load_hf_pair(
                          f"(target {rows[0]}, draft {rows[1]})")
     V = max(rows)
     return HFCausalLM(models[0], tok_t, target, V), HFCausalLM(models[1], tok_d, draft, V)
-
-
-# ---------------------------------------------------------------- tiny random pairs
-# Used by the tests and the book: a real library model and tokenizer, built offline in
-# a second, so every code path of the wrapper runs without a download.
-TINY_ARCHITECTURES = ("llama", "gpt2", "qwen3", "gpt_neox")
-TINY_TEXTS = ("red green blue", "blue red", "green green red")  # a 3-word vocabulary plus <unk>
-
-
-def tiny_tokenizer(texts: Sequence[str] = TINY_TEXTS):
-    """A word-level tokenizer trained on `texts` (plus an <unk> token), as a PreTrainedTokenizerFast."""
-    tf = _transformers()
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##")  # joins word tokens with spaces
-    tok.train_from_iterator(list(texts), trainers.WordLevelTrainer(special_tokens=["<unk>"]))
-    return tf.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
-
-
-def tiny_config(arch: str, vocab_size: int, n_layer: int, init_std: float = 0.3, max_len: int = 64):
-    """A library config of a very small model: width 16, `n_layer` blocks, no special tokens.
-
-    llama: LlamaConfig, multi-head attention (2 query heads, 2 key/value heads);
-    gpt2: GPT2Config (learned positions, LayerNorm, tied head);
-    qwen3: Qwen3Config with grouped-query attention (4 query heads share 1 key/value head);
-    gpt_neox: GPTNeoXConfig, the architecture of Pythia (parallel residual, rotary on a quarter
-    of each head, untied head).
-    init_std is the library's initializer_range: large enough that next-token distributions
-    are far from uniform, so draft and target disagree visibly.
-    """
-    tf = _transformers()
-    common = dict(vocab_size=vocab_size, initializer_range=init_std, bos_token_id=None, eos_token_id=None,
-                  pad_token_id=None)
-    if arch == "llama":
-        return tf.LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=n_layer, num_attention_heads=2,
-                              num_key_value_heads=2, max_position_embeddings=max_len, **common)
-    if arch == "gpt2":
-        return tf.GPT2Config(n_embd=16, n_layer=n_layer, n_head=2, n_positions=max_len, **common)
-    if arch == "qwen3":
-        return tf.Qwen3Config(hidden_size=16, intermediate_size=32, num_hidden_layers=n_layer, num_attention_heads=4,
-                              num_key_value_heads=1, head_dim=8, max_position_embeddings=max_len, **common)
-    if arch == "gpt_neox":
-        return tf.GPTNeoXConfig(hidden_size=16, intermediate_size=64, num_hidden_layers=n_layer, num_attention_heads=2,
-                                max_position_embeddings=max_len, rotary_pct=0.25, **common)
-    raise ValueError(f"unknown tiny architecture {arch!r}; choose one of {TINY_ARCHITECTURES}")
-
-
-def save_tiny_pair(
-    folder,
-    arch: str = "llama",
-    draft_arch: str | None = None,
-    texts: Sequence[str] = TINY_TEXTS,
-    target_extra_rows: int = 0,
-    draft_extra_rows: int = 0,
-    seed: int = 0,
-    init_std: float = 0.3,
-) -> tuple[str, str]:
-    """Save a random 2-block target and a 1-block draft (and their shared tokenizer) under folder.
-
-    When both have the same architecture the draft is the target cut after its first block
-    (the weights they share are copied), so q resembles p and drafts are often accepted;
-    otherwise the draft is random too. *_extra_rows pad a model's vocabulary beyond the
-    tokenizer, as real checkpoints do; the padding rows are zero (each gets the probability
-    of a logit of 0). Returns the two model folders, ready for load_hf_pair. Nothing is
-    downloaded.
-    """
-    from pathlib import Path
-
-    tf = _transformers()
-    tokenizer = tiny_tokenizer(texts)
-    draft_arch = draft_arch or arch
-    models = {}
-    for role, a, layers, extra, s in (("target", arch, 2, target_extra_rows, 2 * seed + 1),
-                                      ("draft", draft_arch, 1, draft_extra_rows, 2 * seed + 2)):
-        torch.manual_seed(s)
-        model = tf.AutoModelForCausalLM.from_config(tiny_config(a, len(tokenizer) + extra, layers, init_std))
-        with torch.no_grad():  # padding rows (never trained in a real checkpoint) give logit 0
-            model.get_output_embeddings().weight[len(tokenizer):] = 0
-            model.get_input_embeddings().weight[len(tokenizer):] = 0
-        models[role] = model
-    if draft_arch == arch:
-        shared = models["target"].state_dict()
-        with torch.no_grad():
-            for name, param in models["draft"].state_dict().items():
-                if name in shared:
-                    rows = min(param.shape[0], shared[name].shape[0]) if param.dim() else None
-                    if param.dim() and param.shape[1:] == shared[name].shape[1:]:
-                        param[:rows] = shared[name][:rows]  # vocabulary rows may differ in number
-    paths = []
-    for role, model in models.items():
-        path = Path(folder) / f"{role}-{type(model).__name__}"
-        model.save_pretrained(path)
-        tokenizer.save_pretrained(path)
-        paths.append(str(path))
-    return paths[0], paths[1]
 
 
 # ---------------------------------------------------------------- figures of a pair

@@ -22,6 +22,8 @@ and one fast path for accelerators (see "The static path" below):
 Rollback is `cache.rollback(n)`: it only moves the length pointer. Stale slots
 past the pointer are never read because attention slices the buffers to
 [0, L+T) before any arithmetic, so even NaN left there cannot reach an output.
+The two caches live in `speclab.kvcache` (and are importable from here); the input
+checks, shared with `speclab.hf`, in `speclab.inputs`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from speclab.inputs import check_cache_room, check_positions, check_tokens
+from speclab.kvcache import KVCache, StaticKVCache
+
 __all__ = ["GPTConfig", "GPT", "KVCache", "StaticKVCache", "GraphedStep", "PRESETS", "PAIRS"]
+
+Device = torch.device | str | None  # where a cache is allocated (None: the model's device)
+DType = torch.dtype | None  # what a cache holds (None: the model's dtype)
 
 
 @dataclass(frozen=True)
@@ -117,166 +125,6 @@ PAIRS: dict[str, tuple[str, str]] = {
     "gpu": ("gpu-target", "gpu-draft"),
     "tiny": ("tiny", "tiny-draft"),  # unit tests of the training script only
 }
-
-
-class KVCache:
-    """Pre-allocated keys and values of every layer, written by position.
-
-    k[i], v[i]: [B, nh, capacity, hs] for layer i. Only slots [0, length) hold
-    valid entries; `rollback(n)` moves `length` back in O(1) and copies nothing.
-    """
-
-    def __init__(
-        self,
-        n_layer: int,
-        batch: int,
-        n_head: int,
-        capacity: int,
-        head_dim: int,
-        device: torch.device | str,
-        dtype: torch.dtype,
-    ) -> None:
-        if batch < 1 or capacity < 1:
-            raise ValueError(f"cache batch and capacity must be >= 1, got batch={batch}, capacity={capacity}")
-        shape = (batch, n_head, capacity, head_dim)  # [B, nh, capacity, hs]
-        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layer)]
-        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layer)]
-        self._length = 0
-
-    @property
-    def length(self) -> int:
-        """Number of valid positions (slots [0, length) may be attended to)."""
-        return self._length
-
-    @property
-    def capacity(self) -> int:
-        return self.k[0].shape[2]
-
-    @property
-    def batch(self) -> int:
-        return self.k[0].shape[0]
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.k[0].dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.k[0].device
-
-    @property
-    def n_layer(self) -> int:
-        return len(self.k)
-
-    def rollback(self, n: int) -> None:
-        """Forget every position >= n. O(1): only the length pointer moves."""
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"rollback length must be an int, got {type(n).__name__}")
-        if not 0 <= n <= self._length:
-            raise ValueError(f"cannot roll back to length {n}: it must lie in [0, {self._length}] (the valid length)")
-        self._length = n
-
-    def reset(self) -> None:
-        """Empty the cache (same as rollback(0))."""
-        self._length = 0
-
-    def _advance(self, t: int) -> None:
-        self._length += t
-
-    def __repr__(self) -> str:
-        return (
-            f"KVCache(length={self.length}, capacity={self.capacity}, batch={self.batch}, "
-            f"layers={self.n_layer}, dtype={self.dtype}, device={self.device})"
-        )
-
-
-class StaticKVCache:
-    """The KV cache of the static path: the same pre-allocated buffers, but the valid length
-    L lives in a 0-d device tensor, so nothing on the host needs to read it per step.
-
-    k[i], v[i]: [B, nh, capacity, hs]; length_t: 0-d int64 on the cache's device.
-    `model.forward_static` reads length_t, writes slots [L, L+T) and adds T to it, all as
-    device operations, which is what lets a whole decode step be captured once and replayed
-    (CUDA graphs) or compiled without graph breaks. Rollback with an int checks the range
-    (one host read of L); rollback with a device tensor copies it with no check and no sync.
-    """
-
-    def __init__(
-        self,
-        n_layer: int,
-        batch: int,
-        n_head: int,
-        capacity: int,
-        head_dim: int,
-        device: torch.device | str,
-        dtype: torch.dtype,
-    ) -> None:
-        if batch < 1 or capacity < 1:
-            raise ValueError(f"cache batch and capacity must be >= 1, got batch={batch}, capacity={capacity}")
-        shape = (batch, n_head, capacity, head_dim)  # [B, nh, capacity, hs]
-        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layer)]
-        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layer)]
-        self.length_t = torch.zeros((), dtype=torch.long, device=device)  # L, on the device
-        self.slots = torch.arange(capacity, device=device)  # [capacity], slot indices for the mask
-
-    @property
-    def length(self) -> int:
-        """L as a Python int. Reads the device (a sync on a GPU): for tests and bookkeeping, not per step."""
-        return int(self.length_t)
-
-    @property
-    def capacity(self) -> int:
-        return self.k[0].shape[2]
-
-    @property
-    def batch(self) -> int:
-        return self.k[0].shape[0]
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.k[0].dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.k[0].device
-
-    @property
-    def n_layer(self) -> int:
-        return len(self.k)
-
-    def rollback(self, n: "int | torch.Tensor") -> None:
-        """Forget every position >= n; only the length moves.
-
-        n an int: checked against [0, L] (reads L once). n a 0-d integer tensor on the cache's
-        device: copied as is, no check and no host sync (the fast decoders' path).
-        """
-        if isinstance(n, torch.Tensor):
-            if n.dim() != 0 or n.dtype in (torch.bool,) or n.is_floating_point() or n.device != self.device:
-                raise ValueError(f"rollback tensor must be a 0-d integer tensor on {self.device}, got {n.dtype} {tuple(n.shape)} on {n.device}")
-            self.length_t.copy_(n)
-            return
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"rollback length must be an int or a 0-d device tensor, got {type(n).__name__}")
-        length = self.length
-        if not 0 <= n <= length:
-            raise ValueError(f"cannot roll back to length {n}: it must lie in [0, {length}] (the valid length)")
-        self.length_t.fill_(n)
-
-    def reset(self) -> None:
-        """Empty the cache (same as rollback(0)), without a host sync."""
-        self.length_t.zero_()
-
-    def rollback_unchecked(self, n: int) -> None:
-        """Set L = n with one device write and no check: for decoders that track every length on the
-        host (the greedy graphed decoder of speclab.gpu_report). n must lie in [0, L]; a larger n
-        would expose slots that hold no valid position. Prefer rollback() anywhere else."""
-        self.length_t.fill_(n)
-
-    def __repr__(self) -> str:
-        return (
-            f"StaticKVCache(capacity={self.capacity}, batch={self.batch}, layers={self.n_layer}, "
-            f"dtype={self.dtype}, device={self.device})"
-        )
 
 
 def rope_tables(max_len: int, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -444,39 +292,20 @@ class GPT(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def new_cache(
-        self,
-        batch: int = 1,
-        max_len: int | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> KVCache:
+    def new_cache(self, batch: int = 1, max_len: int | None = None, device: Device = None, dtype: DType = None) -> KVCache:
         """An empty KV cache for this model; defaults: cfg.max_len slots, the model's device and dtype."""
-        max_len = self.cfg.max_len if max_len is None else max_len
-        if not 1 <= max_len <= self.cfg.max_len:
-            raise ValueError(f"cache max_len must lie in [1, {self.cfg.max_len}] (the model's max_len), got {max_len}")
-        return KVCache(
-            self.cfg.n_layer,
-            batch,
-            self.cfg.n_head,
-            max_len,
-            self.cfg.head_dim,
-            device=self.device if device is None else device,
-            dtype=self.dtype if dtype is None else dtype,
-        )
+        return self._empty_cache(KVCache, batch, max_len, device, dtype)
 
-    def new_static_cache(
-        self,
-        batch: int = 1,
-        max_len: int | None = None,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> StaticKVCache:
+    def new_static_cache(self, batch: int = 1, max_len: int | None = None, device: Device = None,
+                         dtype: DType = None) -> StaticKVCache:
         """An empty StaticKVCache for `forward_static` (same defaults as new_cache)."""
+        return self._empty_cache(StaticKVCache, batch, max_len, device, dtype)
+
+    def _empty_cache(self, kind: type, batch: int, max_len: int | None, device: Device, dtype: DType):
         max_len = self.cfg.max_len if max_len is None else max_len
         if not 1 <= max_len <= self.cfg.max_len:
             raise ValueError(f"cache max_len must lie in [1, {self.cfg.max_len}] (the model's max_len), got {max_len}")
-        return StaticKVCache(
+        return kind(
             self.cfg.n_layer,
             batch,
             self.cfg.n_head,
@@ -485,58 +314,6 @@ class GPT(nn.Module):
             device=self.device if device is None else device,
             dtype=self.dtype if dtype is None else dtype,
         )
-
-    # -- input checks ---------------------------------------------------------------
-    def _check_tokens(self, tokens: torch.Tensor) -> None:
-        if not isinstance(tokens, torch.Tensor):
-            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
-        if tokens.dim() != 2:
-            raise ValueError(f"tokens must have shape [B, T], got shape {tuple(tokens.shape)}")
-        if tokens.dtype != torch.long:
-            raise ValueError(f"tokens must be torch.long (int64), got {tokens.dtype}")
-        if tokens.shape[0] < 1 or tokens.shape[1] < 1:
-            raise ValueError(f"tokens must hold at least one token, got shape {tuple(tokens.shape)}")
-        if tokens.device != self.device:
-            raise ValueError(f"device mismatch: tokens are on {tokens.device}, the model is on {self.device}")
-        if tokens.numel() <= 256:  # a decoding step: one read of a few values beats two reductions
-            values = tokens.flatten().tolist()
-            lo, hi = min(values), max(values)
-        else:
-            lo, hi = (int(v) for v in torch.aminmax(tokens))
-        if lo < 0 or hi >= self.cfg.vocab_size:
-            raise ValueError(f"token ids must lie in [0, {self.cfg.vocab_size}), got values in [{lo}, {hi}]")
-
-    def _check_positions(self, positions: torch.Tensor, start: int, T: int) -> None:
-        if not isinstance(positions, torch.Tensor) or positions.dim() != 1 or positions.shape[0] != T:
-            shape = tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__
-            raise ValueError(f"positions must be a 1-D tensor of length T={T}, got {shape}")
-        if positions.dtype == torch.bool or positions.is_floating_point() or positions.is_complex():
-            wrong = True
-        elif T <= 256:  # a decoding step: compare a few values on the host
-            wrong = positions.tolist() != list(range(start, start + T))
-        else:
-            wrong = not torch.equal(positions.long(), torch.arange(start, start + T, device=positions.device))
-        if wrong:
-            raise ValueError(
-                f"positions must continue the valid cache length: expected {start}..{start + T - 1}, "
-                f"got {positions.tolist() if T <= 16 else positions}"
-            )
-
-    def _check_cache(self, cache: KVCache, B: int, T: int) -> None:
-        if not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
-        if cache.n_layer != self.cfg.n_layer or cache.k[0].shape[1] != self.cfg.n_head or cache.k[0].shape[3] != self.cfg.head_dim:
-            raise ValueError("cache was built for a different model shape (layers/heads/head size); use model.new_cache()")
-        if cache.batch != B:
-            raise ValueError(f"batch mismatch: tokens have batch {B}, the cache was built for batch {cache.batch}")
-        if cache.dtype != self.dtype:
-            raise ValueError(f"dtype mismatch: the cache holds {cache.dtype}, the model runs in {self.dtype}")
-        if cache.device != self.device:
-            raise ValueError(f"device mismatch: the cache is on {cache.device}, the model is on {self.device}")
-        if cache.length + T > cache.capacity:
-            raise ValueError(
-                f"cache capacity exceeded: {cache.length} valid + {T} new tokens > capacity {cache.capacity}"
-            )
 
     # -- forwards -------------------------------------------------------------------
     def forward(
@@ -551,17 +328,20 @@ class GPT(nn.Module):
         values are written at those slots and cache.length advances by T. Without a
         cache, positions default to arange(T) and may be any contiguous run start + arange(T).
         """
-        self._check_tokens(tokens)
+        check_tokens(tokens, self.device, self.cfg.vocab_size)
         B, T = tokens.shape
         if cache is not None:
-            self._check_cache(cache, B, T)
+            if not isinstance(cache, KVCache):
+                raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
+            cache.check_fits(self.cfg, B, self.dtype, self.device)
+            check_cache_room(cache, T)
             start = cache.length
         else:
             start = 0
             if isinstance(positions, torch.Tensor) and positions.numel() > 0:
                 start = int(positions.reshape(-1)[0])
         if positions is not None:
-            self._check_positions(positions, start, T)
+            check_positions(positions, start, T)
         if start + T > self.cfg.max_len:
             raise ValueError(f"positions {start}..{start + T - 1} exceed the model's max_len {self.cfg.max_len}")
         cos = self.rope_cos[start : start + T]  # [T, hs/2]
@@ -577,7 +357,7 @@ class GPT(nn.Module):
     @torch.no_grad()
     def reference_forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Slow, cache-free oracle: full causal forward over positions 0..T-1 with explicit attention."""
-        self._check_tokens(tokens)
+        check_tokens(tokens, self.device, self.cfg.vocab_size)
         T = tokens.shape[1]
         if T > self.cfg.max_len:
             raise ValueError(f"sequence length {T} exceeds the model's max_len {self.cfg.max_len}")
@@ -604,17 +384,9 @@ class GPT(nn.Module):
         """
         if not isinstance(cache, StaticKVCache):
             raise TypeError(f"forward_static needs a StaticKVCache (model.new_static_cache()), got {type(cache).__name__}")
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
-            raise ValueError("tokens must be a [B, T] torch.long tensor")
+        check_tokens(tokens, self.device)  # not the ids: reading them would synchronise (see above)
         B, T = tokens.shape
-        if tokens.device != self.device or cache.device != self.device:
-            raise ValueError(f"device mismatch: tokens on {tokens.device}, cache on {cache.device}, model on {self.device}")
-        if cache.n_layer != self.cfg.n_layer or cache.k[0].shape[1] != self.cfg.n_head or cache.k[0].shape[3] != self.cfg.head_dim:
-            raise ValueError("cache was built for a different model shape (layers/heads/head size); use model.new_static_cache()")
-        if cache.batch != B:
-            raise ValueError(f"batch mismatch: tokens have batch {B}, the cache was built for batch {cache.batch}")
-        if cache.dtype != self.dtype:
-            raise ValueError(f"dtype mismatch: the cache holds {cache.dtype}, the model runs in {self.dtype}")
+        cache.check_fits(self.cfg, B, self.dtype, self.device)
         if T > cache.capacity:
             raise ValueError(f"T={T} new tokens exceed the cache capacity {cache.capacity}")
         positions = cache.length_t + torch.arange(T, device=tokens.device)  # [T], L .. L+T-1

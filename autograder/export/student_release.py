@@ -22,8 +22,9 @@ from pathlib import Path
 # Text that must never reach students: nbgrader's markers and the hidden checks' module.
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
            "autograder.checks", "from autograder", "import autograder", "_checks.check_")
-# speclab files for instructors only: weights/<pair>/ are locally trained pairs too big to ship
-INSTRUCTOR_ONLY = ("gpu",)
+# speclab files for instructors only: graphed.py holds a greedy speculative decoder with rollback (Lab 2's
+# answer, for the GPU report); weights/<pair>/ are locally trained pairs too big to ship
+INSTRUCTOR_ONLY = ("graphed.py", "gpu")
 MIN_LINE = 24  # reference-solution lines at least this long (stripped) are searched for verbatim
 
 README = """\

@@ -5,7 +5,7 @@
 #
 # 1. trains the GPU pair (python -m speclab.train --pair gpu: bf16, steps fitted to 4 min per
 #    model, so about 10 min for both) unless speclab/weights/gpu/ already holds it;
-# 2. runs python -m speclab.gpu_report on that GPU: roofline, decode sweep (eager vs CUDA graphs),
+# 2. runs python -m benchmarks.gpu.report on that GPU: roofline, decode sweep (eager vs CUDA graphs),
 #    Lab 2 under nbgrader autograde, speculative decoding on the shipped and the GPU pair;
 # 3. writes OUTDIR/<device>-<date>.json and a log beside it.
 #
@@ -55,11 +55,11 @@ log="$OUTDIR/run-$(date -u +%Y%m%dT%H%M%SZ).log"
     flags=()
     [[ ${LAB2:-1} == 1 ]] && flags+=(--lab2)
     [[ ${COMPILE:-1} == 1 ]] && flags+=(--compile)
-    time $PY -m speclab.gpu_report "${flags[@]}" --pairs "$pairs" \
+    time $PY -m benchmarks.gpu.report "${flags[@]}" --pairs "$pairs" \
       --out "$OUTDIR/$($PY -c 'import torch,re;print(re.sub(r"[^a-z0-9]+","-",torch.cuda.get_device_name().lower()).strip("-"))')-$(date -u +%Y-%m-%d).json" \
       ${GPU_REPORT_ARGS:-}
     if [[ ${GPU_TESTS:-1} == 1 ]]; then  # the GPU-marked tests (graph replays, no sync, >= 80 % of copy)
-      $PY -m pytest -m gpu -q -p no:cacheprovider tests/test_model_static.py tests/test_gpu_report.py \
+      $PY -m pytest -m gpu -q -p no:cacheprovider tests/speclab/test_model_static.py tests/speclab/test_graphed.py tests/benchmarks/test_gpu_report.py \
         || echo "GPU-marked tests FAILED (see above)"
     fi
   fi

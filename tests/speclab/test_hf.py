@@ -44,7 +44,7 @@ N_TOK = 4  # <unk>, red, green, blue
 
 def lab2_reference():
     """The Lab 2 reference decoder, executed from the lab's one source (solutions/lab2/lab2.md)."""
-    from autograder import reference
+    from autograder.authoring import reference
 
     return reference.load("lab2")
 
@@ -156,6 +156,55 @@ def test_bad_inputs_are_refused_clearly(pairs):
     with pytest.raises(ValueError, match="max_len"):
         target.new_cache(batch=1, max_len=target.cfg.max_len + 1)
     assert isinstance(cache, HFCache)
+
+
+@pytest.mark.parametrize("tokens, positions", [
+    ([[1]], None),
+    (torch.zeros(3, dtype=torch.long), None),
+    (torch.zeros(1, 0, dtype=torch.long), None),
+    (torch.zeros(1, 2), None),
+    (torch.tensor([[0, 6]]), None),
+    (torch.tensor([[0, 1]]), torch.tensor([0, 2])),
+    (torch.tensor([[0, 1]]), torch.tensor([0.0, 1.0])),
+    (torch.tensor([[0, 1]]), [0, 1]),
+])
+def test_wrapper_and_gpt_share_their_input_checks(pairs, tokens, positions):
+    """One set of input checks (speclab.inputs): a wrong input gets the same error from a Hugging Face
+    model and from the course's GPT of the same vocabulary."""
+    from speclab.model import GPT, GPTConfig
+
+    target, _ = pairs["llama"]
+    gpt = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, vocab_size=target.cfg.vocab_size, max_len=64))
+    errors = []
+    for model in (target, gpt):
+        with pytest.raises(Exception) as err:
+            model(tokens, positions)
+        errors.append(f"{type(err.value).__name__}: {err.value}")
+    assert errors[0] == errors[1]
+
+
+def test_hf_cache_rolls_back_by_the_course_rule(pairs):
+    from speclab.kvcache import HostLength
+    from speclab.model import GPT, GPTConfig
+
+    target, _ = pairs["llama"]
+    hf_cache = target.new_cache(max_len=8)
+    gpt_cache = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, max_len=8)).new_cache()
+    assert isinstance(hf_cache, HostLength)
+    for cache, forward in ((hf_cache, target), (gpt_cache, None)):
+        if forward is not None:
+            forward(random_tokens(3, 1), torch.arange(3), cache)
+        else:
+            cache._advance(3)
+    for bad in (4, -1, True, 1.5):
+        messages = []
+        for cache in (hf_cache, gpt_cache):
+            with pytest.raises((TypeError, ValueError)) as err:
+                cache.rollback(bad)
+            messages.append(f"{type(err.value).__name__}: {err.value}")
+        assert messages[0] == messages[1]
+    hf_cache.rollback(1)
+    assert hf_cache.length == 1 and hf_cache.dynamic.get_seq_length() == 1  # the library's cache was cropped too
 
 
 def test_different_tokenizers_are_refused(tmp_path):

@@ -276,7 +276,7 @@ def test_reduce_overhead_compile_matches_on_cuda():
 
 
 def test_graphed_step_takes_a_compiled_forward():
-    # GraphedStep(forward=torch.compile(...)) is how gpu_report --compile captures fused kernels;
+    # GraphedStep(forward=torch.compile(...)) is how benchmarks/gpu/report.py --compile captures fused kernels;
     # on a CPU nothing is captured and the compiled function runs as is
     model = make_model(seed=11)
     cache = model.new_static_cache(batch=1, max_len=16)

@@ -216,3 +216,30 @@ def test_timing_numpy_code_does_not_import_torch():
             "m.copy_bytes(4)\n"
             "assert 'torch' in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_number_times_blocks_of_calls_and_reports_the_time_per_call():
+    """number=4: every timed sample is one block of 4 calls; on a stopwatch that reads 12 ms per block
+    the time per call is 3 ms, and warm-up and repeats each run whole blocks."""
+    from speclab.measure import use_stopwatch
+
+    calls = []
+
+    def twelve_ms(fn, device=None):
+        fn()
+        return 0.012
+
+    with use_stopwatch(twelve_ms):
+        blocked = time_fn(lambda: calls.append(1), repeats=5, warmup=2, number=4)
+        assert len(calls) == (2 + 5) * 4 and blocked.median == pytest.approx(0.003) and blocked.repeats == 5
+        calls.clear()
+        single = time_fn(lambda: calls.append(1), repeats=5, warmup=2)
+        assert len(calls) == 2 + 5 and single.median == pytest.approx(0.012)
+        pair = time_interleaved([lambda: calls.append("a"), lambda: calls.append("b")], repeats=3, warmup=0, number=2)
+        assert [t.median for t in pair] == pytest.approx([0.006, 0.006])
+
+
+@pytest.mark.parametrize("number", [0, -1, True, 2.0])
+def test_number_must_be_a_positive_int(number):
+    with pytest.raises(ValueError, match="number"):
+        time_fn(lambda: None, repeats=1, warmup=0, number=number)

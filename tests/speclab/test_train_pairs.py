@@ -62,13 +62,28 @@ def test_tiny_pair_trains_with_bf16_autocast_and_loads_back(tiny_pair):
     assert nll(target) < nll(untrained) - 0.5, (nll(target), nll(untrained))
 
 
-def test_budget_fits_the_step_count(tmp_path):
-    main(["--pair", "tiny", "--only", "target", "--out", str(tmp_path / "w"), "--work", str(tmp_path / "r"),
-          "--device", "cpu", "--budget-min", "0.0001"])  # 6 ms: far less than one step
+def ten_ms_per_step(fn, device=None) -> float:
+    """A stopwatch on which every training step takes 10 ms, however fast the machine is."""
+    fn()
+    return 0.010
+
+
+@pytest.mark.parametrize("budget_min, steps", [
+    (0.0001, 1),  # 6 ms: less than one 10.3 ms step (10 ms and the loop's 3 %), still one step
+    (0.001, 5),  # 60 ms: int(60 / 10.3) = 5 steps, below the recipe's ceiling of 20
+    (0.01, 20),  # 600 ms: 58 steps fit, the recipe's 20 are trained
+])
+def test_budget_fits_the_step_count(tmp_path, budget_min, steps):
+    from speclab.measure import use_stopwatch
+
+    with use_stopwatch(ten_ms_per_step):
+        main(["--pair", "tiny", "--only", "target", "--out", str(tmp_path / "w"), "--work", str(tmp_path / "r"),
+              "--device", "cpu", "--budget-min", str(budget_min)])
     training = json.loads((tmp_path / "w" / "manifest.json").read_text())["tiny"]["training"]
     budget = training["budget"]
-    assert budget["budget_s"] == pytest.approx(0.006) and budget["ceiling_steps"] == RECIPES["tiny"]["steps"]
-    assert training["steps"] == max(1, int(budget["budget_s"] / budget["measured_step_s"])) == 1
+    assert budget["budget_s"] == pytest.approx(60 * budget_min) and budget["ceiling_steps"] == RECIPES["tiny"]["steps"]
+    assert budget["measured_step_s"] == pytest.approx(0.0103)
+    assert training["steps"] == steps
 
 
 def test_missing_gpu_pair_names_the_training_command(tmp_path):
@@ -96,7 +111,7 @@ def test_model_card_gpu_parameter_counts_match_the_presets():
 
     from speclab.model import GPT
 
-    card = (Path(__file__).resolve().parents[1] / "speclab" / "MODEL_CARD.md").read_text()
+    card = (Path(__file__).resolve().parents[2] / "speclab" / "MODEL_CARD.md").read_text()
     with torch.device("meta"):  # shapes only, no memory
         counts = [GPT(PRESETS[name]).num_params() for name in ("gpu-target", "gpu-draft")]
     assert f"| {counts[0]:,} | {counts[1]:,} |" in card

@@ -1,0 +1,1 @@
+"""Measurements of the course on real machines (not part of the installed `speclab` package)."""

@@ -1,0 +1,1 @@
+"""The GPU report: `python -m benchmarks.gpu.report` (see README.md here)."""

@@ -1,0 +1,202 @@
+"""The clock every timing in speclab reads: one stopwatch seam, the device it waits for.
+
+Notation: see the `speclab` package docstring.
+
+`stopwatch()(fn, device)` calls fn once and returns its duration in seconds. The real one,
+`wall_time`, synchronises the device before and after (kernel launches return before the
+kernel has run); tests replace it with adversarial fakes (`FakeStopwatch`), in-process with
+`use_stopwatch()` or, for executed notebooks, through SPECLAB_FAKE_TIMER=<kind>. Grading always
+runs on the real clock.
+
+Timing numpy code (Lab 1) never imports torch: it is imported on first use (`lazy_torch`).
+`speclab.timing` builds repeated timings on this clock; `speclab.measure` re-exports both.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import random
+import sys
+import time
+import warnings
+from contextlib import contextmanager
+from typing import Callable
+
+class _LazyTorch:
+    """`torch`, imported on first use; the first attribute read replaces this stand-in by the real
+    module in the namespace that holds it, so later uses go straight to torch."""
+
+    def __init__(self, namespace: dict) -> None:
+        self._namespace = namespace
+
+    def __getattr__(self, name: str):
+        import torch as real
+
+        self._namespace["torch"] = real
+        return getattr(real, name)
+
+
+def lazy_torch(namespace: dict) -> _LazyTorch:
+    """A stand-in for `torch` in the module whose globals() are `namespace` (speclab.measure uses it too)."""
+    return _LazyTorch(namespace)
+
+
+torch = lazy_torch(globals())
+
+__all__ = [
+    "CLOCK_RESOLUTION_S",
+    "Stopwatch",
+    "wall_time",
+    "FakeStopwatch",
+    "FAKE_KINDS",
+    "FAKE_TIMER_ENV",
+    "stopwatch",
+    "use_stopwatch",
+    "set_stopwatch",
+    "device_name",
+    "synchronize",
+]
+
+# A timing a clock cannot resolve is reported as the clock's resolution, never as 0, so that
+# every rate (bytes / time) and ratio computed from timings is finite.
+CLOCK_RESOLUTION_S = max(time.get_clock_info("perf_counter").resolution, 1e-9)
+
+
+def device_name(device: torch.device | str | None = None) -> str:
+    """A human-readable name of the device a timing ran on (with the CPU thread count)."""
+    device = torch.device(device) if device is not None else None
+    if device is not None and device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    cpu = platform.processor() or platform.machine() or "cpu"
+    try:  # Linux: the marketing name is more useful than the architecture
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    if "torch" not in sys.modules:  # numpy code timed: torch's thread count says nothing about it
+        return f"cpu ({cpu})"
+    threads = sys.modules["torch"].get_num_threads()
+    return f"{'cpu' if device is None else device.type} ({cpu}, {threads} thread{'' if threads == 1 else 's'})"
+
+
+def synchronize(device: torch.device | str | None) -> None:
+    """Wait for queued GPU work on ``device``; nothing to wait for on a CPU."""
+    if device is None or device == "cpu":  # no torch needed (numpy code is timed with device None)
+        return
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+# ------------------------------------------------------------------- the timer seam
+# Every timing in speclab goes through ONE function, the stopwatch: stopwatch(fn, device) calls
+# fn once and returns its duration in seconds. The book's robustness test replaces it with
+# adversarial fakes (FakeStopwatch), in-process with use_stopwatch() or, for executed
+# notebooks, through the environment variable SPECLAB_FAKE_TIMER=<kind>.
+Stopwatch = Callable[[Callable[[], object], object], float]
+
+
+def wall_time(fn: Callable[[], object], device=None) -> float:
+    """The real stopwatch: synchronise, read perf_counter, call fn, synchronise, read it again."""
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+class FakeStopwatch:
+    """An adversarial stopwatch for testing code that consumes timings.
+
+    Each distinct function is really run (and really timed) the first time it is seen, so that a
+    broken closure still fails; later calls are NOT run and return a distorted duration at once,
+    so a whole chapter executes in seconds. Kinds (``FAKE_KINDS``):
+
+    - ``noise10``: the real duration times a log-uniform factor in [1/10, 10], fresh every call;
+    - ``reversed``: 1e-6 s^2 / real duration, so a longer operation reads as a shorter one;
+    - ``equal``: 1 ms for everything;
+    - ``tiny``: the real duration times 1e-7 (a millisecond reads as 0.1 ns, below the clock);
+    - ``huge``: the real duration times 1e6 (a millisecond reads as 17 minutes);
+    - ``zero``: 0 seconds.
+    """
+
+    KINDS = ("noise10", "reversed", "equal", "tiny", "huge", "zero")
+
+    def __init__(self, kind: str, seed: int = 0) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown fake stopwatch {kind!r}; choose one of {', '.join(self.KINDS)}")
+        self.kind = kind
+        self.calls = 0
+        self._real: dict[int, float] = {}
+        self._keep: list = []  # keeps the functions alive so that their ids stay unique
+        self._rng = random.Random(seed)
+
+    def __call__(self, fn: Callable[[], object], device=None) -> float:
+        self.calls += 1
+        if id(fn) not in self._real:
+            self._real[id(fn)] = max(wall_time(fn, device), 1e-6)
+            self._keep.append(fn)
+        real = self._real[id(fn)]
+        if self.kind == "noise10":
+            return real * 10 ** self._rng.uniform(-1.0, 1.0)
+        if self.kind == "reversed":
+            return 1e-6 / real
+        if self.kind == "equal":
+            return 1e-3
+        if self.kind == "tiny":
+            return real * 1e-7
+        if self.kind == "huge":
+            return real * 1e6
+        return 0.0
+
+    def __repr__(self) -> str:
+        return f"FakeStopwatch({self.kind!r}, calls={self.calls})"
+
+
+FAKE_KINDS = FakeStopwatch.KINDS
+FAKE_TIMER_ENV = "SPECLAB_FAKE_TIMER"
+
+
+def _stopwatch_from_env() -> Stopwatch:
+    kind = os.environ.get(FAKE_TIMER_ENV, "").strip()
+    if not kind:
+        return wall_time
+    if os.environ.get("NBGRADER_EXECUTION") is not None:  # grading always runs on the real clock
+        warnings.warn(f"{FAKE_TIMER_ENV}={kind!r} ignored under the autograder", stacklevel=2)
+        return wall_time
+    return FakeStopwatch(kind)
+
+
+_STOPWATCH: Stopwatch = _stopwatch_from_env()
+
+
+def stopwatch() -> Stopwatch:
+    """The stopwatch every timing in speclab uses now (``wall_time`` unless a test replaced it)."""
+    return _STOPWATCH
+
+
+def set_stopwatch(sw: Stopwatch | None = None) -> Stopwatch:
+    """Make ``sw`` the stopwatch of every later timing (None: the one SPECLAB_FAKE_TIMER names, else
+    ``wall_time``); returns the previous one. For executed notebooks; code prefers use_stopwatch."""
+    global _STOPWATCH
+    previous, _STOPWATCH = _STOPWATCH, _stopwatch_from_env() if sw is None else sw
+    return previous
+
+
+@contextmanager
+def use_stopwatch(sw: Stopwatch):
+    """Time with ``sw`` inside the ``with`` block (tests use it to feed adversarial timings)."""
+    global _STOPWATCH
+    previous, _STOPWATCH = _STOPWATCH, sw
+    try:
+        yield sw
+    finally:
+        _STOPWATCH = previous
+
+
