@@ -52,7 +52,8 @@ from typing import Sequence
 
 import torch
 
-from speclab.hf_tiny import TINY_ARCHITECTURES, TINY_TEXTS, save_tiny_pair, tiny_config, tiny_tokenizer  # noqa: F401
+from speclab.hf_tiny import (TINY_ARCHITECTURES, TINY_TEXTS, _transformers, save_tiny_pair, tiny_config,  # noqa: F401
+                             tiny_tokenizer)
 from speclab.inputs import check_cache_batch, check_cache_room, check_positions, check_tokens
 from speclab.kvcache import HostLength
 
@@ -60,16 +61,6 @@ __all__ = [
     "HFConfig", "HFCache", "HFCausalLM", "load_hf_pair", "check_same_tokenizer", "TokenizerMismatch",
     "PairReport", "pair_report", "save_tiny_pair", "main",
 ]
-
-
-def _transformers():
-    try:
-        import transformers
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            'speclab.hf needs the optional dependency transformers: pip install -e ".[hf]"'
-        ) from err
-    return transformers
 
 
 class TokenizerMismatch(ValueError):

@@ -17,9 +17,13 @@ __all__ = ["TINY_ARCHITECTURES", "TINY_TEXTS", "tiny_tokenizer", "tiny_config", 
 
 
 def _transformers():
-    from speclab.hf import _transformers as load  # one place says how to install the [hf] extra
-
-    return load()
+    """The transformers module, or an ImportError that says how to install the [hf] extra (the one place
+    that says it: speclab.hf uses this too)."""
+    try:
+        import transformers
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError('speclab.hf needs the optional dependency transformers: pip install -e ".[hf]"') from err
+    return transformers
 
 
 TINY_ARCHITECTURES = ("llama", "gpt2", "qwen3", "gpt_neox")
