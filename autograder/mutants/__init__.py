@@ -3,13 +3,19 @@
 One catalog per lab, `autograder.mutants.<lab>.MUTANTS`. A mutant is a function of the lab's
 reference solution plus a named small edit: `Mutant(name, part, replaces, doc, edits)` takes the
 reference function `replaces` as `solutions/<lab>/<lab>.md` defines it (read through
-`autograder.reference`, so the reference exists once) and applies `edits`, a sequence of
-(old, new) text replacements, in order. The edits are the bug: a reviewer reads them, not a
-copy of the whole function. `doc` says what is wrong, in one line.
+`autograder.reference`, so the reference exists once) and applies `edits`. The edits are the bug:
+a reviewer reads them, not a copy of the whole function. `doc` says what is wrong, in one line.
 
-Each `old` must occur exactly once in the source as edited so far (the reference's own for the
-first edit). When the reference changes under an edit, building the mutant's source raises
-`EditError` naming the mutant and the edit, rather than grading with a mutant that silently
+`edits` is written like the body of a unified diff, one or more hunks, each a run of "-" lines
+(whole lines of the reference, indentation included) followed by the "+" lines that replace them
+(none: the lines are deleted); a blank line, or a "-" line after a "+" line, starts the next hunk:
+
+    -    return float(min(1.0, p[x] / q[x]))
+    +    return float(min(1.0, q[x] / p[x])) if p[x] > 0 else 1.0
+
+Hunks apply in order, each to the source as edited so far, and the "-" lines of each must occur
+exactly once there. When the reference changes under a hunk, building the mutant's source raises
+`EditError` naming the mutant and the hunk, rather than grading with a mutant that silently
 became something else; tests/autograder/audit/test_mutants.py builds every one.
 
 Mutants never run in this module: `namespace` runs one in a fresh copy of the reference solution,
@@ -29,11 +35,9 @@ import nbformat
 from autograder import reference
 from autograder.reference import strip_markers  # noqa: F401 - re-exported for the tests
 
-Edit = tuple[str, str]  # (old text, new text)
-
 
 class EditError(ValueError):
-    """A mutant's edit does not apply to the reference function as it now is."""
+    """A mutant's edits are malformed or do not apply to the reference function as it now is."""
 
 
 @dataclass(frozen=True)
@@ -42,11 +46,8 @@ class Mutant:
     part: int  # the lab part whose test cells must lose points
     replaces: str  # the reference function it redefines
     doc: str  # what is wrong, one line
-    edits: tuple[Edit, ...] = ()  # applied in order to the reference function's source
+    edits: str  # hunks of "-" and "+" lines, applied in order to the reference function's source
     lab: str = ""  # set by `catalog`
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "edits", tuple((old, new) for old, new in self.edits))
 
     @property
     def source(self) -> str:
@@ -64,23 +65,45 @@ def catalog(lab: str, mutants: Iterable[Mutant]) -> list[Mutant]:
     for m in out:
         if not m.doc or "\n" in m.doc:
             raise ValueError(f"mutant {m.name} needs a one-line doc saying what is wrong")
-        if not m.edits:
+        if not hunks(m.edits):
             raise ValueError(f"mutant {m.name} has no edit: it would be the reference")
     return out
 
 
-def apply_edits(source: str, edits: Iterable[Edit], what: str) -> str:
-    """source with each (old, new) replaced in turn; EditError unless old occurs exactly once."""
-    edits = list(edits)
-    for i, (old, new) in enumerate(edits, 1):
+def hunks(edits: str) -> list[tuple[list[str], list[str]]]:
+    """[(lines to replace, lines that replace them), ...] of a diff-like edit text."""
+    out: list[tuple[list[str], list[str]]] = []
+    current = None
+    for line in edits.splitlines():
+        if not line.strip():
+            current = None
+            continue
+        sign, text = line[0], line[1:]
+        if sign not in "-+":
+            raise EditError(f"every line of an edit starts with - or +, not {line!r}")
+        if sign == "+" and current is None:
+            raise EditError(f"{line!r} adds lines without a - line before it to say where")
+        if sign == "-" and (current is None or current[1]):
+            current = ([], [])
+            out.append(current)
+        current[0 if sign == "-" else 1].append(text)
+    return out
+
+
+def apply_edits(source: str, edits: str, what: str) -> str:
+    """source with each hunk of edits applied in turn; EditError unless its "-" lines occur exactly once."""
+    lines = source.split("\n")
+    todo = hunks(edits)
+    for i, (old, new) in enumerate(todo, 1):
         if old == new:
-            raise EditError(f"{what}: edit {i} of {len(edits)} changes nothing ({old!r})")
-        count = source.count(old)
-        if count != 1:
-            raise EditError(f"{what}: edit {i} of {len(edits)} expects {old!r} exactly once in the source as "
-                            f"edited so far, found it {count} times (did the reference change?)")
-        source = source.replace(old, new)
-    return source
+            raise EditError(f"{what}: hunk {i} of {len(todo)} changes nothing")
+        at = [j for j in range(len(lines) - len(old) + 1) if lines[j : j + len(old)] == old]
+        if len(at) != 1:
+            shown = "\n".join("-" + line for line in old)
+            raise EditError(f"{what}: hunk {i} of {len(todo)} expects its lines exactly once in the source as "
+                            f"edited so far, found them {len(at)} times (did the reference change?):\n{shown}")
+        lines[at[0] : at[0] + len(old)] = new
+    return "\n".join(lines)
 
 
 @functools.cache

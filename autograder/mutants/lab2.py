@@ -1,42 +1,51 @@
 """Catalog of known-wrong Lab 2 decoders; each must lose points in its part.
 
 Each mutant is the reference `speculative_decode` of solutions/lab2/lab2.md plus the edit that
-makes it wrong (`autograder.mutants`); its doc says what is wrong. Notation: see the `speclab`
-package docstring.
+makes it wrong (`autograder.mutants`: "-" lines of the reference, "+" lines that replace them);
+its doc says what is wrong. Notation: see the `speclab` package docstring.
 """
 from __future__ import annotations
 
 from autograder.mutants import Mutant, catalog
 
-_VERIFY = "        target_logits = forward(target, tc, block[:, : k_step + 1])  # [k_step+1, V]\n"
-_CATCH_UP = "            forward(draft, dc, torch.tensor([seq[dc.length:keep]], device=dev))"
-
 MUTANTS: list[Mutant] = catalog("lab2", [
-    Mutant("no_rollback", 2, "speculative_decode", "Never rolls the caches back after a rejection.",
-           [("        tc.rollback(min(keep, tc.length))\n"
-             "        dc.rollback(min(keep, dc.length))\n"
-             "        if dc.length < keep:  # all drafts accepted: the last draft token was never fed to the draft\n"
-             + _CATCH_UP + "\n", "")]),
+    Mutant("no_rollback", 2, "speculative_decode", "Never rolls the caches back after a rejection.", """
+-        tc.rollback(min(keep, tc.length))
+-        dc.rollback(min(keep, dc.length))
+-        if dc.length < keep:  # all drafts accepted: the last draft token was never fed to the draft
+-            forward(draft, dc, torch.tensor([seq[dc.length:keep]], device=dev))
+"""),
     Mutant("rollback_off_by_one", 2, "speculative_decode",
-           "Rolls both caches back to one position more than the emitted length allows.",
-           [("keep = len(seq) - 1", "keep = len(seq)")]),
+           "Rolls both caches back to one position more than the emitted length allows.", """
+-        keep = len(seq) - 1
++        keep = len(seq)
+"""),
     Mutant("draft_not_caught_up", 2, "speculative_decode",
-           "After a full acceptance the draft cache is never fed the last draft token.",
-           [(_CATCH_UP, "            pass")]),
+           "After a full acceptance the draft cache is never fed the last draft token.", """
+-            forward(draft, dc, torch.tensor([seq[dc.length:keep]], device=dev))
++            pass
+"""),
     Mutant("target_logits_shifted", 2, "speculative_decode",
-           "Tests draft i against the target row of position i + 1 (logits shifted by one).",
-           [(_VERIFY, _VERIFY + "        target_logits = torch.cat([target_logits[1:], target_logits[-1:]])\n")]),
+           "Tests draft i against the target row of position i + 1 (logits shifted by one).", """
+-        target_logits = forward(target, tc, block[:, : k_step + 1])  # [k_step+1, V]
++        target_logits = forward(target, tc, block[:, : k_step + 1])  # [k_step+1, V]
++        target_logits = torch.cat([target_logits[1:], target_logits[-1:]])
+"""),
     Mutant("transform_one_side", 2, "speculative_decode",
-           "The target's p gets the temperature only; top-k/top-p shape the draft's q alone.",
-           [("ps = process_logits(target_logits, temperature, top_k, top_p)", "ps = process_logits(target_logits, temperature)")]),
+           "The target's p gets the temperature only; top-k/top-p shape the draft's q alone.", """
+-            ps = process_logits(target_logits, temperature, top_k, top_p)  # [k_step+1, V]
++            ps = process_logits(target_logits, temperature)  # [k_step+1, V]
+"""),
     Mutant("recompute_without_cache", 2, "speculative_decode",
-           "Correct but slow: every forward recomputes the whole prefix without the cache.",
-           [("    def forward(model, cache, x):  # x: [1, T] token ids on dev -> logits [T, V]\n"
-             "        return model(x, positions[cache.length : cache.length + x.shape[1]], cache)[0]\n",
-             "    history = {}  # id(cache) -> the tokens it holds\n\n"
-             "    def forward(model, cache, x):  # the cache is filled, but the logits come from the whole prefix\n"
-             "        past = history.get(id(cache), seq[: cache.length])[: cache.length] + x[0].tolist()\n"
-             "        history[id(cache)] = past\n"
-             "        model(x, positions[cache.length : cache.length + x.shape[1]], cache)\n"
-             "        return model(torch.tensor([past], device=dev), None, None)[0, -x.shape[1]:]\n")]),
+           "Correct but slow: every forward recomputes the whole prefix without the cache.", """
+-    def forward(model, cache, x):  # x: [1, T] token ids on dev -> logits [T, V]
+-        return model(x, positions[cache.length : cache.length + x.shape[1]], cache)[0]
++    history = {}  # id(cache) -> the tokens it holds
++
++    def forward(model, cache, x):  # the cache is filled, but the logits come from the whole prefix
++        past = history.get(id(cache), seq[: cache.length])[: cache.length] + x[0].tolist()
++        history[id(cache)] = past
++        model(x, positions[cache.length : cache.length + x.shape[1]], cache)
++        return model(torch.tensor([past], device=dev), None, None)[0, -x.shape[1]:]
+"""),
 ])
