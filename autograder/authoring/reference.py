@@ -9,9 +9,12 @@
 `reference_<lab>`: exactly the code a student who solved the lab hands in. Test cells,
 prose and the demonstration cells (which load models or time things) are left out.
 The module is cached; `fresh(lab)` builds a new one (to inject a mutant into).
+`function_source(lab, name)` is one reference function's source, as the lab writes it (what
+`autograder.mutants` edits).
 """
 from __future__ import annotations
 
+import ast
 import functools
 import types
 
@@ -33,6 +36,17 @@ def reference_cells(lab: str) -> list[tuple[str, str]]:
         if cell.cell_type == "code" and (meta.get("solution") or meta["grade_id"] == "setup"):
             out.append((meta["grade_id"], strip_markers(cell.source)))
     return out
+
+
+@functools.cache
+def function_source(lab: str, name: str) -> str:
+    """The source of the reference's top-level function `name`, decorators included."""
+    for _, code in reference_cells(lab):
+        for node in ast.parse(code).body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+                return "\n".join(code.splitlines()[first - 1 : node.end_lineno])
+    raise ValueError(f"the {lab} reference ({source_path(lab)}) defines no function {name!r}")
 
 
 def fresh(lab: str) -> types.ModuleType:
