@@ -38,7 +38,7 @@ DETERMINISTIC_NOTES (grade id -> why a correct implementation cannot fail it), a
 optional report_extra(grade_id, reference_module) -> str, and `check.randomised =
 True` on deterministic checks whose verdict on a wrong implementation may depend on
 the seed or the machine (timings: skipped here); `autograder.audit.mutants.<lab>` with MUTANTS;
-`solutions/<lab>/<lab>.md`, whose reference solution `autograder.reference` loads.
+`solutions/<lab>/<lab>.md`, whose reference solution `autograder.authoring.reference` loads.
 """
 from __future__ import annotations
 

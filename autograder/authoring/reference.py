@@ -10,7 +10,7 @@
 prose and the demonstration cells (which load models or time things) are left out.
 The module is cached; `fresh(lab)` builds a new one (to inject a mutant into).
 `function_source(lab, name)` is one reference function's source, as the lab writes it (what
-`autograder.mutants` edits).
+`autograder.audit.mutants` edits).
 """
 from __future__ import annotations
 
