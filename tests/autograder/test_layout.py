@@ -117,3 +117,10 @@ def test_grading_never_loads_answers_or_wrong_solutions():
         reached.add(m)
         todo += [n for n in graph.get(m, ()) if n in files]
     assert not {m for m in reached if wing_of(m) in ("autograder.authoring", "autograder.audit")}
+
+
+def test_test_files_have_unique_names():
+    """tests/ mirrors the code in folders without __init__.py, so pytest imports each test file by its
+    name alone: two test files of one name in different folders would shadow each other."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
