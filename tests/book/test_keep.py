@@ -35,7 +35,7 @@ def test_every_page_shows_the_version_and_the_front_page_how_to_cite(html_root):
     for page in chapter_pages(html_root):
         footer = BeautifulSoup(page.read_text(), "html.parser").select_one(".speclab-version")
         assert footer is not None and f"speclab {VERSION}" in footer.get_text(), page.name
-    intro = BeautifulSoup((html_root / "book" / "intro.html").read_text(), "html.parser").get_text(" ")
+    intro = " ".join(BeautifulSoup((html_root / "book" / "intro.html").read_text(), "html.parser").get_text(" ").split())
     assert f"version {VERSION}" in intro and "@software{speclab" in intro
 
 
