@@ -76,10 +76,11 @@ def offline_page(browser, width: int = 1280, height: int = 900):
 
 
 def open_page(page, path: Path) -> None:
-    """Load a built page and wait until MathJax has typeset it."""
+    """Load a built page and wait until MathJax, where the page loads it, has typeset it."""
     page.goto(path.resolve().as_uri(), wait_until="load")
-    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
-    page.evaluate("() => MathJax.startup.promise")
+    if page.evaluate("() => !!document.querySelector('script[src*=\"mathjax\"]')"):
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        page.evaluate("() => MathJax.startup.promise")
 
 
 def find_chromium() -> str | None:
