@@ -38,10 +38,11 @@ $(STAMP): requirements.txt pyproject.toml
 setup: $(STAMP)
 
 # The execution cache is keyed on each page's code cells; pages also depend on the
-# speclab package, so the cache is dropped whenever the package's sources change.
+# speclab package and on the reference measurements they show (benchmarks/cpu/reference.json), so
+# the cache is dropped whenever either changes (and with it this build's live measurements).
 _build/.speclab-hash: FORCE
 	@mkdir -p _build
-	@h=$$(cat speclab/*.py | md5sum | cut -c1-32); \
+	@h=$$(cat speclab/*.py benchmarks/cpu/reference.json | md5sum | cut -c1-32); \
 	 if [ "$$(cat $@ 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; echo "$$h" > $@; fi
 
 html: setup _build/.speclab-hash
