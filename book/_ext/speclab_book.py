@@ -178,9 +178,19 @@ def start_live_measurements(app: Sphinx, config) -> None:
     the file when the execution cache is gone: measurements live exactly as long as cached outputs."""
     path = live_measurements_path(app)
     cache = Path(config.nb_execution_cache_path) if config.nb_execution_cache_path else Path(app.outdir).parent / ".jupyter_cache"
-    if not cache.exists() and path.exists():
+    app.speclab_no_cache = not cache.exists()
+    if app.speclab_no_cache and path.exists():
         path.unlink()
     os.environ[LIVE_ENV] = str(path)
+
+
+def reread_without_cache(app: Sphinx, env, added, changed, removed) -> list[str]:
+    """Without an execution cache (a first build, or `make` dropped it because the package or the
+    reference measurements changed), every page is read, and so executed, again: Sphinx alone
+    would re-read only the pages whose sources changed and keep showing the others' old outputs."""
+    if getattr(app, "speclab_no_cache", False):
+        return sorted(set(env.found_docs) - set(added) - set(changed))
+    return []
 
 
 def read_live(app: Sphinx) -> dict:
@@ -372,6 +382,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", start_live_measurements, priority=100)
     app.connect("config-inited", set_version)
     app.connect("builder-inited", share_html_handlers)
+    app.connect("env-get-outdated", reread_without_cache)
     app.connect("html-page-context", header_buttons, priority=600)  # after the theme's (501)
     app.add_node(ExecutionReportNode)
     app.add_directive("speclab-execution-report", ExecutionReport)
