@@ -227,8 +227,13 @@ class ExecutionReport(SphinxDirective):
 
 
 def _build_machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    return f"{platform.system()} {cpu}, {os.cpu_count()} cores"
+    """This machine, named as speclab.measure names the devices its timings ran on."""
+    try:
+        from speclab.measure import device_name
+
+        return device_name("cpu")
+    except Exception:  # noqa: BLE001 - the report names the machine however it can
+        return f"{platform.system()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
 def _cell(text: str) -> nodes.entry:
@@ -241,7 +246,7 @@ def report_table(app: Sphinx, docname: str) -> nodes.table:
     live = read_live(app)
     quantities = live.get("quantities", {})
     uses = live.get("pages", {})
-    header = ["page", "executed", "run time (s)", "how", "machine", "measurements"]
+    header = ["page", "executed", "run time (s)", "execution mode", "machine", "measurements"]
     table = nodes.table(classes=["colwidths-auto"])
     group = nodes.tgroup(cols=len(header))
     table += group
