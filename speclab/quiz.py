@@ -197,8 +197,8 @@ class Numeric:
     @property
     def prompt(self) -> str:
         """The question with the form of the answer it expects."""
-        form = "a whole number" if self.whole else f"to {self.sig} significant figure{'s' if self.sig > 1 else ''}"
-        return f"{self.question} (Answer {form}.)"
+        form = "a whole number" if self.whole else f"{self.sig} significant figure{'s' if self.sig > 1 else ''}"
+        return f"{self.question} (Give {form}.)"
 
 
 NOT_QUITE = "Not quite: try again, or open the answers below."

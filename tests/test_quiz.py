@@ -69,9 +69,13 @@ def test_the_shown_answer_and_the_exact_one_are_accepted_at_any_magnitude(answer
     assert quiz.jupyterquiz_accepts(q.miss, sig, answers_of(q)) is None
 
 
+def test_the_prompt_says_what_form_the_answer_takes():
+    assert NUM.prompt == "E[N] at alpha = 0.8, k = 5? (Give 3 significant figures.)"
+
+
 def test_a_whole_number_answer_accepts_only_itself():
     q = quiz.Numeric("k*?", 6, "", sig=1)
-    assert q.prompt.endswith("(Answer a whole number.)")
+    assert q.prompt.endswith("(Give a whole number.)")
     assert [e for e in ("5", "6", "7") if quiz.jupyterquiz_accepts(e, 1, answers_of(q))] == ["6"]
 
 
