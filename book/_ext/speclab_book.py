@@ -246,7 +246,7 @@ def report_table(app: Sphinx, docname: str) -> nodes.table:
     live = read_live(app)
     quantities = live.get("quantities", {})
     uses = live.get("pages", {})
-    header = ["page", "executed", "run time (s)", "execution mode", "machine", "measurements"]
+    header = ["page", "executed", "seconds", "mode", "machine", "measurements"]
     table = nodes.table(classes=["colwidths-auto"])
     group = nodes.tgroup(cols=len(header))
     table += group
@@ -281,7 +281,7 @@ def report_table(app: Sphinx, docname: str) -> nodes.table:
         runtime = "-" if exec_data.get("runtime") is None else f"{exec_data['runtime']:.1f}"
         status = exec_data.get("method", "") + ("" if exec_data.get("succeeded") else ", failed")
         row = nodes.row()
-        link = nodes.reference("", doc, internal=True,
+        link = nodes.reference("", doc.removeprefix("book/"), internal=True,
                                refuri=app.builder.get_relative_uri(docname, doc))
         entry = nodes.entry("", nodes.paragraph("", "", link))
         row += entry
