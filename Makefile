@@ -12,11 +12,12 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-$(shell echo '$(TORCH_SPEC)' | md5sum | cut -c1-8)
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: setup book book-fresh test labs grade gradescope student-release clean help gpu-report gpu-wheels
+.PHONY: setup html pdf print-pdf book book-fresh test labs grade gradescope student-release clean help gpu-report gpu-wheels
 
 help:
-	@echo "make book        set up .venv and build the executed book into _build/html"
-	@echo "make book-fresh  the same, re-executing every page"
+	@echo "make book        set up .venv, build the executed book into _build/html and, with Chromium, the PDF"
+	@echo "make pdf         the whole book as one PDF, _build/html/speclab.pdf (needs Chromium)"
+	@echo "make book-fresh  the same as make book, re-executing every page"
 	@echo "make test        set up .venv and run the test suite"
 	@echo "make labs        rebuild solutions/<lab>/<lab>.ipynb from <lab>.md and the student notebooks in labs/"
 	@echo "make grade LAB=lab1 SUBMISSIONS=<folder or zip>   autograde a class"
@@ -37,19 +38,41 @@ $(STAMP): requirements.txt pyproject.toml
 setup: $(STAMP)
 
 # The execution cache is keyed on each page's code cells; pages also depend on the
-# speclab package, so the cache is dropped whenever the package's sources change.
+# speclab package and on the reference measurements they show (benchmarks/cpu/reference.json), so
+# the cache is dropped whenever either changes (and with it this build's live measurements).
 _build/.speclab-hash: FORCE
 	@mkdir -p _build
-	@h=$$(cat speclab/*.py | md5sum | cut -c1-32); \
+	@h=$$(cat speclab/*.py benchmarks/cpu/reference.json | md5sum | cut -c1-32); \
 	 if [ "$$(cat $@ 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; echo "$$h" > $@; fi
 
-book: setup _build/.speclab-hash
+html: setup _build/.speclab-hash
 	$(VENV)/bin/jupyter-book build . $(JB_FLAGS)
+
+# The whole book as one PDF, offline: the single-page HTML (built from the execution cache of the
+# HTML build: nothing is executed twice) printed by headless Chromium, quizzes and solutions open
+# (book/_ext/print_pdf.py). Chromium: Debian's `chromium` package (.ci/run installs it).
+# `print-pdf` alone prints a build that exists: BOOK_OUT is the folder holding its _build/
+# (tests/book/test_pdf.py prints the test session's fresh build with it).
+JB := $(VENV)/bin/jupyter-book
+BOOK_OUT ?= $(CURDIR)
+PDF = $(BOOK_OUT)/_build/html/speclab.pdf
+pdf: html
+	@$(MAKE) --no-print-directory print-pdf
+
+print-pdf:
+	$(JB) build $(CURDIR) --path-output $(BOOK_OUT) --builder singlehtml $(JB_FLAGS)
+	$(PY) book/_ext/print_pdf.py $(BOOK_OUT)/_build/singlehtml $(PDF)
+
+# The site and its PDF; on a machine without Chromium, the site alone (and a note saying so).
+book: html
+	@if $(PY) -c "import sys; sys.path.insert(0, 'book/_ext'); import print_pdf; sys.exit(print_pdf.find_chromium() is None)"; then \
+	  $(MAKE) --no-print-directory print-pdf; \
+	else echo "No Chromium on this machine: the PDF is not built (apt-get install chromium, then make pdf)"; fi
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
 book-fresh: setup
-	rm -rf _build/.jupyter_cache _build/html _build/jupyter_execute
-	$(VENV)/bin/jupyter-book build . $(JB_FLAGS)
+	rm -rf _build/.jupyter_cache _build/.speclab _build/html _build/singlehtml _build/jupyter_execute
+	$(MAKE) --no-print-directory book
 
 test: setup
 	$(VENV)/bin/pytest

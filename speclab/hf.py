@@ -47,6 +47,7 @@ course's tests and book build only ever load local folders.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -140,6 +141,10 @@ class HFCausalLM:
         )
         unk = getattr(tokenizer, "unk_token_id", None)
         self.fallback_id = unk if isinstance(unk, int) and 0 <= unk < own else 0
+        # transformers 5.2x renamed forward's `past_key_values` to `cache` (the old name warns and
+        # goes away in 5.40); pass the cache under the name this model's forward declares
+        params = inspect.signature(hf_model.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
 
     # -- properties -----------------------------------------------------------------
     @property
@@ -229,8 +234,8 @@ class HFCausalLM:
         out = self.hf(
             input_ids=self._model_ids(tokens),
             position_ids=position_ids,
-            past_key_values=None if cache is None else cache.dynamic,
             use_cache=cache is not None,
+            **{self._cache_kwarg: None if cache is None else cache.dynamic},
         )
         if cache is not None:
             cache._advance(T)

@@ -51,6 +51,7 @@ def mini_book(tmp_path: Path, extra_markdown: str) -> Path:
     (book / "book").mkdir(parents=True)
     shutil.copy(ROOT / "_config.yml", book)
     shutil.copy(ROOT / "references.bib", book)
+    shutil.copytree(ROOT / "book" / "_ext", book / "book" / "_ext")  # the book's own Sphinx extension
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\n")
     # the course's own front matter (jupytext header), a page body of its own: the real intro
     # links to other pages of the book ({doc}`notation`), which a one-page book does not have

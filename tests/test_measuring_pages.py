@@ -36,12 +36,14 @@ from speclab.measure import FakeStopwatch, Timing, quality_note, time_interleave
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "tests" / "chapter_runner.py"
 FAKES = list(measure.FAKE_KINDS)
-TIMERS = re.compile(r"measure\.(time_interleaved|time_fn|time_ratio|forward_times|copy_bandwidth|matmul_throughput)\(")
+TIMERS = re.compile(r"measure\.(time_interleaved|time_fn|time_ratio|forward_times|copy_bandwidth|matmul_throughput)\(|"
+                    r"measurements\.live\(")
 TIMER_IMPORT = re.compile(r"^from speclab\.measure import .*\b(time_interleaved|time_fn|time_ratio|forward_times)\b", re.M)
 
 
 def measuring_chapters() -> list[str]:
-    """Pages of the book whose code calls one of speclab.measure's timers."""
+    """Pages of the book whose code calls one of speclab.measure's timers, or measures through
+    speclab.measurements (which times with them)."""
     return sorted(p.name for p in (ROOT / "book").glob("*.md") if TIMERS.search(p.read_text()))
 
 

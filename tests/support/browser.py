@@ -1,5 +1,10 @@
 """Open built pages of the book in headless Chromium, offline, and check that the math rendered.
 
+Two ways to drive Chromium live here: `rendered_dom` runs the `chromium` command once per page
+and reads back its DOM (the math check below); `playwright_browser` and `offline_page` drive it
+with Playwright (the `playwright` package, using the machine's Chromium: nothing is
+downloaded) for the tests that type into quizzes and measure layout (tests/book/).
+
 Used by tests/test_rendering.py, and runnable by hand on any built book:
 
     python tests/browser.py _build/html            # every page; exit status 1 on a problem
@@ -20,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -37,6 +43,44 @@ RAW_TEX = [
     (re.compile(r"\\(?:alpha|beta|frac|sum|min|max|mathbb|text|left|right|le|ge|cdot|infty|operatorname|begin|end|tfrac|dfrac|ln|log|sqrt)\b"),
      "a TeX macro"),
 ]
+
+
+# what Chromium needs here: headless as root, no GPU, and no attempt to reach the (closed) network
+PLAYWRIGHT_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
+                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@contextmanager
+def playwright_browser(chromium: str | None = None):
+    """The machine's Chromium, headless, driven by Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        raise RuntimeError("no Chromium found (apt-get install -y chromium)")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=PLAYWRIGHT_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def offline_page(browser, width: int = 1280, height: int = 900):
+    """A new page that loads files from disk and has every other request refused."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort())
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    return page
+
+
+def open_page(page, path: Path) -> None:
+    """Load a built page and wait until MathJax, where the page loads it, has typeset it."""
+    page.goto(path.resolve().as_uri(), wait_until="load")
+    if page.evaluate("() => !!document.querySelector('script[src*=\"mathjax\"]')"):
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        page.evaluate("() => MathJax.startup.promise")
 
 
 def find_chromium() -> str | None:

@@ -1,0 +1,67 @@
+"""Nothing wide is clipped at the book's column width: every display equation, table and code
+output of every built page fits the article column, in headless Chromium at 1280 x 900.
+
+With every collapsed block opened (hidden cells, solutions, the quizzes' text copies), each
+display equation (MathJax's output), table and code output (`pre` in a cell's output) must
+neither need scrolling inside its own box (its content wider than the box: what the reader sees
+is cut) nor reach past the right edge of the article column. The last test shows the check can
+fail: a page with one output line too long for the column is reported.
+"""
+from __future__ import annotations
+
+import pytest
+
+from bookpages import needs_chromium, site_pages
+from browser import offline_page, open_page
+
+pytestmark = [pytest.mark.slow, needs_chromium]
+
+OVERFLOW = """() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const column = document.querySelector('article.bd-article') || document.querySelector('main');
+  const edge = column.getBoundingClientRect().right;
+  const kinds = [['equation', 'mjx-container[display="true"]'], ['table', 'table'], ['output', '.cell_output pre']];
+  const found = [];
+  for (const [kind, selector] of kinds) {
+    for (const el of document.querySelectorAll(selector)) {
+      const box = el.getBoundingClientRect();
+      if (box.width === 0 && box.height === 0) continue;  // not laid out (e.g. a printed-only copy)
+      const hidden = el.scrollWidth - el.clientWidth;
+      const beyond = box.right - edge;
+      if (hidden > 1 || beyond > 1) {
+        found.push(`${kind}: ${Math.round(Math.max(hidden, beyond))} px too wide: `
+                   + el.innerText.replace(/\\s+/g, ' ').slice(0, 90));
+      }
+    }
+  }
+  return found;
+}"""
+
+
+def overflowing(page) -> list[str]:
+    return page.evaluate(OVERFLOW)
+
+
+def test_every_equation_table_and_output_fits_the_column(browser, html_root):
+    page = offline_page(browser)
+    report = {}
+    pages = site_pages(html_root)
+    assert len(pages) >= 15
+    for path in pages:
+        open_page(page, path)
+        found = overflowing(page)
+        if found:
+            report[path.relative_to(html_root).as_posix()] = found
+    assert not report, "\n".join(f"{p}:\n  " + "\n  ".join(items) for p, items in report.items())
+
+
+def test_an_output_too_wide_for_the_column_is_caught(browser, html_root):
+    page = offline_page(browser)
+    open_page(page, html_root / "book" / "02_acceptance.html")
+    assert overflowing(page) == []
+    page.evaluate("""() => {
+      const pre = document.querySelector('.cell_output pre');
+      pre.textContent = 'x'.repeat(400);
+    }""")
+    found = overflowing(page)
+    assert len(found) == 1 and found[0].startswith("output:"), found

@@ -1,0 +1,53 @@
+"""The whole book as one PDF: produced by the build's own command, offline, and it opens.
+
+`make print-pdf` (what `make pdf` and `make book` run after the HTML build) prints the test
+session's fresh build: the single-page HTML is built from its execution cache (nothing is
+executed again) and printed by headless Chromium (book/_ext/print_pdf.py). The PDF is then
+opened with pypdf: it has the pages of a book, every chapter's title, the quizzes' answers
+printed open, the bibliography with the labels the text cites, and the version.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pypdf import PdfReader
+
+from bookpages import ROOT, needs_chromium
+
+pytestmark = [pytest.mark.slow, needs_chromium]
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+TITLES = ["Why decoding is memory-bound", "The acceptance criterion", "The residual distribution and exactness",
+          "The acceptance rate is one minus total variation", "Tokens per step", "Speedup and the optimal draft length",
+          "From formulas to machines", "Beyond a single chain", "Mistakes in the wild", "Bibliography", "Execution report"]
+
+
+@pytest.fixture(scope="module")
+def pdf(book_out) -> Path:
+    result = subprocess.run(["make", "-s", "print-pdf", f"BOOK_OUT={book_out}", f"JB={JUPYTER_BOOK}",
+                             f"PY={sys.executable}"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return book_out / "_build" / "html" / "speclab.pdf"
+
+
+def test_the_pdf_opens_and_holds_the_whole_book(pdf):
+    reader = PdfReader(pdf)
+    text = "\n".join(page.extract_text() or "" for page in reader.pages)
+    flat = " ".join(text.split())
+    print(f"{pdf}: {len(reader.pages)} pages, {pdf.stat().st_size / 1e6:.1f} MB")
+    assert len(reader.pages) >= 60
+    missing = [t for t in TITLES if t not in flat]
+    assert not missing, f"chapters missing from the PDF: {missing}"
+    assert flat.count("The quiz as text, with answers") >= 9 and flat.count("Answers") >= 9, "quizzes not printed open"
+    assert "Chen et al., 2023" in flat and "Leviathan et al., 2023" in flat
+    assert "speclab 0.1.0" in flat or "version 0.1.0" in flat
+
+
+def test_a_missing_single_page_book_is_refused(tmp_path):
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import print_pdf
+
+    with pytest.raises(FileNotFoundError, match="no single-page book"):
+        print_pdf.print_pdf(tmp_path, tmp_path / "x.pdf")
