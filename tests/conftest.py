@@ -35,7 +35,7 @@ def session_course(tmp_path_factory) -> NbgraderCourse:
 @pytest.fixture(scope="session")
 def fresh_book(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """The whole book built from scratch (empty execution cache), once per test session and
-    shared by tests/test_book.py and tests/test_rendering.py: (result, output folder)."""
+    shared by tests/book/test_book.py and tests/book/test_rendering.py: (result, output folder)."""
     out = tmp_path_factory.mktemp("fresh_book")
     result = subprocess.run(
         [str(BIN / "jupyter-book"), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going"],

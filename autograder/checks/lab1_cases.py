@@ -76,7 +76,7 @@ def pairs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
 EPS_TARGET = {"sampler": 0.02, "batch": 0.01, "block": 0.03}
 
 # Samples per case: the smallest n meeting the target (stats.n_for_eps at the case's alpha with the early
-# looks of stats.early_passes, rounded up to 100, checked by tests/test_lab1_checks.py) on every case of at
+# looks of stats.early_passes, rounded up to 100, checked by tests/autograder/checks/test_lab1.py) on every case of at
 # most 16 tokens and blocks up to k = 3; a correct implementation usually passes at 0.3 n to 0.55 n. The
 # 1000-token and k = 5 cases are sized for grading time, state their own eps and draw all n.
 N_SAMPLER = {"reversed": 64300, "low acceptance, zeros in p and q": 59900, "disjoint supports": 57600,

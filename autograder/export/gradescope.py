@@ -15,7 +15,7 @@ to /autograder/results/results.json (a `tests` list: name, score, max_score, out
 `prepare` releases the lab once (the template gradebook), `run` grades the one submission
 with the local pipeline's own functions (normalise, sandbox, nbgrader autograde, clean
 re-check) and writes results.json. The root is /autograder unless SPECLAB_GRADESCOPE_ROOT says
-otherwise (the local harness in tests/test_gradescope.py lays the tree out in a temporary folder).
+otherwise (the local harness in tests/autograder/export/test_gradescope.py lays the tree out in a temporary folder).
 """
 from __future__ import annotations
 

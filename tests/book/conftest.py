@@ -1,7 +1,7 @@
 """Fixtures of the book's tests: the built site they check.
 
 `html_root` is the session's fresh build of the book (tests/conftest.py, `fresh_book`, shared
-with tests/test_book.py and tests/test_rendering.py: the book is built once per session), or the
+with tests/book/test_book.py and tests/book/test_rendering.py: the book is built once per session), or the
 build named by SPECLAB_BOOK_HTML=<folder>/_build/html to check an existing one, e.g.
 `SPECLAB_BOOK_HTML=_build/html pytest tests/book`.
 """

@@ -10,7 +10,7 @@ students (`zz_good`, `zz_half`) graded last. Each test asserts, for its case:
 - that no file outside the student's scratch folder changed (the course, the checks, the
   `speclab` package, the host's /tmp), and that the result was written by the grader;
 - that the students graded after it got exactly their points.
-`pytest tests/test_hostile.py -s` prints the table (case, score, deserved).
+`pytest tests/end_to_end/test_hostile.py -s` prints the table (case, score, deserved).
 """
 from __future__ import annotations
 

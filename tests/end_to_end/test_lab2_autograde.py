@@ -3,7 +3,7 @@ the untouched release notebook gets 0 without crashing.
 
 Autograding a Lab 2 notebook takes a minute or more (it loads the shipped pair and times the
 decoder), so the mutants are graded by calling the hidden checks directly
-(tests/test_lab2_checks.py), the same functions the test cells call.
+(tests/autograder/checks/test_lab2.py), the same functions the test cells call.
 """
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ and reads back its DOM (the math check below); `playwright_browser` and `offline
 with Playwright (the `playwright` package, using the machine's Chromium: nothing is
 downloaded) for the tests that type into quizzes and measure layout (tests/book/).
 
-Used by tests/test_rendering.py, and runnable by hand on any built book:
+Used by tests/book/test_rendering.py, and runnable by hand on any built book:
 
-    python tests/browser.py _build/html            # every page; exit status 1 on a problem
+    python tests/support/browser.py _build/html            # every page; exit status 1 on a problem
 
 Each page is loaded from disk with the network cut off (every host name resolves to nothing and
 every request goes to a dead proxy), so MathJax can only come from the build itself. After the

@@ -1,7 +1,7 @@
 """Execute one book chapter (MyST markdown) headless, as the book build does, and report on it.
 
-    python tests/chapter_runner.py book/07_machines.md OUT.json [--fakes noise10,reversed,...]
-    python tests/chapter_runner.py solutions/lab2/lab2.md OUT.json --fakes ... --without-hidden-tests
+    python tests/support/chapter_runner.py book/07_machines.md OUT.json [--fakes noise10,reversed,...]
+    python tests/support/chapter_runner.py solutions/lab2/lab2.md OUT.json --fakes ... --without-hidden-tests
 
 A lab's source (the reference solution, MyST) runs the same way; --without-hidden-tests cuts the
 hidden checks out of its test cells, as the student's release does (they are graded by the

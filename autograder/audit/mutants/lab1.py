@@ -239,7 +239,7 @@ MUTANTS: list[Mutant] = catalog("lab1", [
     # ------------------------------------------------------------------------- issue 14: near the edge of eps
     # Wrong implementations a student could well hand in, off by a small total variation, right except on
     # rare events, or right in every marginal but not in the joint law. `python -m autograder.audit.power lab1`
-    # prints how likely each is caught; tests/test_lab1_checks.py states their output TV against the eps of a case.
+    # prints how likely each is caught; tests/autograder/checks/test_lab1.py states their output TV against the eps of a case.
     Mutant("sampler_smoothed_ratio", 2, "speculative_sample",
            "Adds 0.02 to q(x) in the ratio 'to avoid dividing by zero': acceptance slightly too low.",
            CHECK_BEFORE_DRAFT + """

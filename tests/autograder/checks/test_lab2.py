@@ -1,7 +1,7 @@
 """Lab 2 hidden checks against the reference decoder and every catalog mutant (called directly).
 
 Notation: see the `speclab` package docstring.
-The same check functions run inside the graded notebook cells (tests/test_lab2_autograde.py
+The same check functions run inside the graded notebook cells (tests/end_to_end/test_lab2_autograde.py
 runs the real nbgrader on the reference and the release); here each mutant is shown to fail
 the check of the property it breaks, while the reference passes it.
 """

@@ -12,7 +12,7 @@
   through the timed speedup check, while two busy-loop processes keep both cores of a 2-core
   machine busy (bounded, the loops always killed).
 
-The chapters run as subprocesses (tests/chapter_runner.py), two at a time; one kernel per
+The chapters run as subprocesses (tests/support/chapter_runner.py), two at a time; one kernel per
 chapter serves every fake, so the imports are paid once.
 """
 from __future__ import annotations
@@ -33,8 +33,8 @@ from scipy import optimize
 from speclab import measure, theory
 from speclab.measure import FakeStopwatch, Timing, quality_note, time_interleaved, use_stopwatch
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNNER = ROOT / "tests" / "chapter_runner.py"
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = ROOT / "tests" / "support" / "chapter_runner.py"
 FAKES = list(measure.FAKE_KINDS)
 TIMERS = re.compile(r"measure\.(time_interleaved|time_fn|time_ratio|forward_times|copy_bandwidth|matmul_throughput)\(|"
                     r"measurements\.live\(")

@@ -1,14 +1,14 @@
 """The built book renders its math offline, in a real browser.
 
-Every content page of a fresh build (the same build as tests/test_book.py) is opened in
+Every content page of a fresh build (the same build as tests/book/test_book.py) is opened in
 headless Chromium with the network cut off; MathJax must have typeset every formula and no raw
-TeX may be left in the visible text (tests/browser.py does the checking). The second test makes
+TeX may be left in the visible text (tests/support/browser.py does the checking). The second test makes
 sure the check can fail: the same page with MathJax loaded from a CDN, as the book did before
 it served MathJax itself, must be reported.
 
 Needs the Debian package `chromium` (`.ci/run` installs it in CI). Without it the tests skip,
 saying so. To check a build you already have: `SPECLAB_BOOK_HTML=_build/html pytest
-tests/test_rendering.py`; by hand, `python tests/browser.py _build/html`.
+tests/book/test_rendering.py`; by hand, `python tests/support/browser.py _build/html`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import yaml
 
 from load import scaled
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 FLAGS = ["-W", "-n", "--keep-going"]
 
