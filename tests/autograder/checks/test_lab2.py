@@ -84,7 +84,12 @@ def test_mutant_fails_its_check(name):
 
 
 @pytest.mark.slow
-def test_recompute_without_cache_is_correct_but_too_slow():
+def test_recompute_without_cache_is_correct_but_too_slow(monkeypatch):
+    """A correct decoder at a third of the baseline's speed fails the timed check. The time limits are lifted
+    here: on a loaded machine the first look's 7 rounds may outlast them, and a look cut short cannot
+    decide (a policy tested in tests/autograder/checks/test_timing.py); what this test asks is the verdict."""
+    monkeypatch.setattr(C, "TIMING_BUDGET_S", 1.0)  # stop at the first look that can decide
+    monkeypatch.setattr(C, "TIMING_HARD_LIMIT_S", 1e9)
     ns = namespace("recompute_without_cache")
     run_check("greedy", ns)  # correct...
     with pytest.raises(AssertionError, match="speedup"):
