@@ -18,7 +18,10 @@ A timed check compares a student's code with a baseline timed alongside it. Thre
    shape of their distribution). It is looked at after ``LOOKS[0]``, ``LOOKS[1]``, ... rounds;
    at each look the test either fails the code (clearly below the bar: at most
    ``binom.ppf``-many rounds above it), passes it (clearly above), or, inconclusive, asks for
-   more rounds while the time budget lasts. Still inconclusive at the end: the points stay.
+   more rounds while the time budget lasts. Still inconclusive at the end: the points stay,
+   and the check says so with ``undecided(note)``: the line is printed (the notebook's output
+   shows it) and, where the grader runs the check (autograder/pipeline/judge.py, inside
+   ``recording()``), recorded, so the student's feedback, grades.csv and the class summary name it.
 
 False failures: for code whose per-round ratio has median at least the bar, the look after
 ``LOOKS[i]`` rounds fails it with probability at most ``LOOK_ALPHAS[i]``; over all looks at
@@ -28,6 +31,7 @@ probability ``theta`` (computed with scipy.stats.binom, looks included).
 """
 from __future__ import annotations
 
+import contextvars
 import fcntl
 import math
 import os
@@ -53,6 +57,38 @@ ALPHA_CLAUSE = sum(LOOK_ALPHAS)  # 1.23 % per timed clause; a cell with two clau
 
 class TimingFailure(AssertionError):
     """A timed check that failed with a clear verdict (never a tampering sign by itself)."""
+
+
+# The notes of the check running in this thread (and context): a list while the grader records, else None.
+_UNDECIDED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("speclab_undecided", default=None)
+UNDECIDED_MARK = "timing undecided:"  # how the line starts in a notebook's output (the pipeline looks for it)
+
+
+def undecided(note: str) -> None:
+    """A timed verdict that is not clear, so no points are taken: say why, in words a student reads
+    (e.g. "no clear verdict after 22 paired rounds (median per k: k=2: 1.21x, ...); no points are
+    taken for a timing that is not clear").
+
+    Printed as ``timing undecided: <note>``, a line of the notebook's output; while the grader
+    records (`recording()`, around each check it runs) it is kept for that student's cell instead,
+    and travels to the feedback page, grades.csv's timing column and the class summary."""
+    notes = _UNDECIDED.get()
+    if notes is None:
+        print(f"{UNDECIDED_MARK} {note}")
+    else:
+        notes.append(str(note))
+
+
+@contextmanager
+def recording():
+    """Collect the `undecided` notes of the checks called inside (this thread only: students'
+    checks run side by side in the grader, each in its worker's thread). Yields the list."""
+    notes: list[str] = []
+    token = _UNDECIDED.set(notes)
+    try:
+        yield notes
+    finally:
+        _UNDECIDED.reset(token)
 
 
 @contextmanager

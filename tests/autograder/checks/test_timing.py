@@ -1,4 +1,5 @@
-"""Timed grading (autograder.checks.timing): the lock, the sequential sign test and its error rates.
+"""Timed grading (autograder.checks.timing): the lock, the sequential sign test and its error rates,
+and the record of a timing that could not decide (`undecided`, `recording`).
 
 False failures: for code whose per-round ratio has a median at or above the bar, a clause
 fails with probability <= ALPHA_CLAUSE (Bonferroni over the looks); the exact figure,
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -118,3 +120,43 @@ def test_a_timing_verdict_in_the_recheck_is_not_called_tampering():
     assert "tamper" not in timed and "timing" in timed
     other = recheck_note("lab2", "test_greedy", "AssertionError: differs")
     assert "tamper" in other
+
+
+def test_an_undecided_timing_is_printed_where_nobody_records(capsys):
+    timing.undecided("no clear verdict after 22 paired rounds")
+    assert capsys.readouterr().out == "timing undecided: no clear verdict after 22 paired rounds\n"
+
+
+def test_an_undecided_timing_is_recorded_not_printed_while_the_grader_records(capsys):
+    with timing.recording() as notes:
+        timing.undecided("first")
+        with timing.recording() as inner:  # a check run inside another: the innermost record keeps it
+            timing.undecided("second")
+        timing.undecided("third")
+    assert notes == ["first", "third"] and inner == ["second"]
+    assert capsys.readouterr().out == ""
+    timing.undecided("after")  # the record is over: printed again
+    assert capsys.readouterr().out == "timing undecided: after\n"
+
+
+def test_each_thread_records_only_its_own_checks(capsys):
+    """Students' checks run side by side in the grader, one worker thread each: a note goes to the
+    student whose check made it, never to another's."""
+    got: dict[str, list[str]] = {}
+    started = threading.Barrier(2)
+
+    def student(name: str) -> None:
+        with timing.recording() as notes:
+            started.wait()  # both records open at once
+            for i in range(50):
+                timing.undecided(f"{name} {i}")
+                time.sleep(0)
+        got[name] = notes
+
+    threads = [threading.Thread(target=student, args=(n,)) for n in ("ada", "bea")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == {n: [f"{n} {i}" for i in range(50)] for n in ("ada", "bea")}
+    assert capsys.readouterr().out == ""
