@@ -28,6 +28,16 @@ import os
 import sys
 
 PROTECTED = ("numpy", "scipy", "torch", "autograder", "json")
+# Characters of a failure message that travel on to the feedback: a check's message, however long,
+# is written for the student and reaches the page whole; only past this does it look like abuse.
+MESSAGE_CAP = 20_000
+
+
+def capped(text: str, cap: int = MESSAGE_CAP) -> str:
+    """text, or its first `cap` characters and a line saying how many more there were."""
+    if len(text) <= cap:
+        return text
+    return f"{text[:cap]}\n[... cut: {len(text) - cap} more characters]"
 
 
 def main(argv: list[str]) -> int:
@@ -85,7 +95,7 @@ def main(argv: list[str]) -> int:
         except CellTimeout:
             error = f"CellTimeout: no result within {timeout} s"
         except BaseException as err:  # noqa: BLE001 - the cell's error is its result
-            error = f"{type(err).__name__}: {err}"[:500]
+            error = capped(f"{type(err).__name__}: {err}")
         if graded:
             line = dumps({"grade_id": meta.get("grade_id"), "passed": error is None, "error": error})
             write(out_fd, (line + "\n").encode())

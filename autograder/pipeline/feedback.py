@@ -4,11 +4,13 @@ One HTML page per student and notebook (`render_page`), written by `write_feedba
 class (only for students whose result or graded notebook changed since the last run):
 - math is typeset by a copy of MathJax 3 inlined into the page (the `sphinx-mathjax-offline`
   package's bundle), so the page needs no network and can be mailed as one file;
-- a box at the top gives the points, one row per test cell (its part and what it checks) and
-  the grader's notes;
+- a box at the top gives the points, one row per test cell (its part, every rule its checks
+  enforce, a timing that gave no clear verdict) and the grader's notes;
 - each test cell is headed by its part, what it checks and its points; its hidden tests are
   cut from the source shown, and an error shows only its type and message (a traceback
-  would print the hidden lines).
+  would print the hidden lines);
+- a message is shown whole: its first line (or first sentences) in view, the rest folded
+  in a <details> element, never dropped (autograder/inside/recheck.py `capped` stops only abuse).
 The verdicts (`cell_verdicts`) and names (`describe_cells`) are shared with the Gradescope
 results, so both say the same thing.
 """
@@ -24,9 +26,12 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from autograder.checks.timing import UNDECIDED_MARK
+from autograder.inside.recheck import capped
+
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-RENDER_VERSION = "5"  # bump when the page changes, so that cached pages are written again
+RENDER_VERSION = "6"  # bump when the page changes, so that cached pages are written again
 TEMPLATES = Path(__file__).with_name("templates")
 
 
@@ -59,9 +64,10 @@ def _source_cells(course: Path, lab: str, name: str) -> dict[str, str]:
 
 
 @lru_cache(maxsize=8)
-def _check_docs(module_path: str) -> dict[str, str]:
-    """check function -> first line of its docstring, module constants substituted (no import:
-    the checks import torch, which the grader process does not need)."""
+def _check_docs(module_path: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """check function -> (the first paragraph of its docstring, module constants substituted; the
+    module's other check functions it calls, in order). No import: the checks import torch, which
+    the grader process does not need."""
     try:
         tree = ast.parse(Path(module_path).read_text())
     except (OSError, SyntaxError):
@@ -72,22 +78,30 @@ def _check_docs(module_path: str) -> dict[str, str]:
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float)):
                 consts[node.targets[0].id] = f"{node.value.value:g}"
     docs = {}
+    checks = {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("check_")}
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name.startswith("check_"):
-            doc = (ast.get_docstring(node) or "").strip().splitlines()
-            if doc:
-                docs[node.name] = re.sub(r"\b[A-Z][A-Z0-9_]{2,}\b", lambda m: consts.get(m.group(), m.group()), doc[0])
+        if isinstance(node, ast.FunctionDef) and node.name in checks:
+            paragraph = " ".join(ln.strip() for ln in (ast.get_docstring(node) or "").strip().split("\n\n")[0].splitlines())
+            text = re.sub(r"\b[A-Z][A-Z0-9_]{2,}\b", lambda m: consts.get(m.group(), m.group()), paragraph)
+            called = [n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                      and n.func.id in checks and n.func.id != node.name]
+            docs[node.name] = (text, tuple(dict.fromkeys(called)))
     return docs
 
 
-def describe_cells(course: Path, lab: str, release_nb: dict, name: str | None = None) -> dict[str, tuple[str, str]]:
-    """grade id of each test cell -> (its part, what it checks), in notebook order.
+def _rules(docs: dict[str, tuple[str, tuple[str, ...]]], check: str, seen: set[str]) -> list[str]:
+    """What check enforces: its own docstring's first paragraph, then those of the checks it calls."""
+    if check in seen or check not in docs:
+        return []
+    seen.add(check)
+    text, called = docs[check]
+    out = [text] if text else []
+    for c in called:
+        out += _rules(docs, c, seen)
+    return out
 
-    The part is the last `Part ...` heading above the cell (points in brackets dropped); what it
-    checks is the first docstring line of the hidden check the cell calls (autograder/checks/<lab>.py),
-    or else the grade id in words.
-    """
-    sources = _source_cells(course, lab, name or lab)
+
+def _lab_docs(course: Path, lab: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     docs = _check_docs(str(course / "autograder" / "checks" / f"{lab}.py"))
     if not docs:  # a course without its own copy of the package, or a lab whose checks live elsewhere
         import importlib.util
@@ -98,6 +112,50 @@ def describe_cells(course: Path, lab: str, release_nb: dict, name: str | None = 
             spec = None
         if spec is not None and spec.origin:
             docs = _check_docs(spec.origin)
+    return docs
+
+
+def _spec_rules(lab: str) -> dict[str, list[str]]:
+    """grade id -> the texts of the rules its `CellSpec` declares (autograder.checks.<lab>.CELLS, the
+    rules the notebook states to the student); {} for a lab without them or that cannot be imported."""
+    import importlib
+
+    try:
+        cells = getattr(importlib.import_module(f"autograder.checks.{lab}"), "CELLS", [])
+        return {str(c.grade_id): [str(getattr(r, "text", r)) for r in c.rules] for c in cells if getattr(c, "rules", ())}
+    except Exception:  # noqa: BLE001 - a lab without CellSpecs, or whose checks need what is not installed
+        return {}
+
+
+def cell_rules(course: Path, lab: str, release_nb: dict, name: str | None = None) -> dict[str, list[str]]:
+    """grade id of each test cell -> every rule its hidden tests enforce, in words for the student:
+    the rules its `CellSpec` declares (autograder/checks/<lab>.py `CELLS`), or, for a lab without
+    them, the first docstring paragraph of each check the cell calls and of each check those call in
+    turn, in the order they run, each once; [] where the cell calls no documented check."""
+    declared = _spec_rules(lab)
+    sources = _source_cells(course, lab, name or lab)
+    docs = _lab_docs(course, lab)
+    out: dict[str, list[str]] = {}
+    for cell in release_nb.get("cells", []):
+        meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+        gid = meta.get("grade_id")
+        if not (meta.get("grade") and not meta.get("solution") and gid):
+            continue
+        seen: set[str] = set()
+        out[gid] = declared.get(gid) or [r for check in re.findall(r"_checks\.(check_\w+)\(", sources.get(gid, ""))
+                                         for r in _rules(docs, check, seen)]
+    return out
+
+
+def describe_cells(course: Path, lab: str, release_nb: dict, name: str | None = None) -> dict[str, tuple[str, str]]:
+    """grade id of each test cell -> (its part, what it checks), in notebook order.
+
+    The part is the last `Part ...` heading above the cell (points in brackets dropped); what it
+    checks is the first docstring paragraph of the hidden check the cell calls first
+    (autograder/checks/<lab>.py), or else the grade id in words (`cell_rules` lists every rule).
+    """
+    sources = _source_cells(course, lab, name or lab)
+    docs = _lab_docs(course, lab)
     out: dict[str, tuple[str, str]] = {}
     part = ""
     for cell in release_nb.get("cells", []):
@@ -116,7 +174,7 @@ def describe_cells(course: Path, lab: str, release_nb: dict, name: str | None = 
         # the check that the cell's hidden tests call (autograder/checks/<lab>.py)
         m = re.search(r"_checks\.(check_\w+)\(", sources.get(gid, ""))
         if m and m.group(1) in docs:
-            what = docs[m.group(1)]
+            what = docs[m.group(1)][0]
         out[gid] = (part or "Test", what or gid.removeprefix("test_").replace("_", " "))
     return out
 
@@ -144,7 +202,7 @@ def cell_verdicts(nb: dict | None) -> dict[str, str]:
         if not (meta.get("grade") and not meta.get("solution") and meta.get("grade_id")):
             continue
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        out[meta["grade_id"]] = _error_text(errors[0])[:2000] if errors else ""
+        out[meta["grade_id"]] = capped(_error_text(errors[0])) if errors else ""
     return out
 
 
@@ -155,7 +213,7 @@ def notes_for(problems: list[str], gid: str) -> list[str]:
 
 def cell_messages(verdict: str, problems: list[str], gid: str) -> list[str]:
     """What a student reads under one test cell: the failure's message, then the grader's notes
-    on that cell that do not just repeat it (the notes hold the message cut at 160 characters)."""
+    on that cell that do not just repeat it."""
     out = [verdict] if verdict else []
     for note in notes_for(problems, gid):
         text = note.split(f"{gid}:", 1)[1].strip()
@@ -197,7 +255,48 @@ STYLE = """
   font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:14px}
 .speclab-test.fail{border-left-color:#c53030;background:#fff5f5}
 .speclab-test .msg{font-family:monospace;white-space:pre-wrap;margin-top:0.3em}
+.speclab-box details,.speclab-test details{margin:0.2em 0 0.2em 0.5em}
+.speclab-box summary,.speclab-test summary{cursor:pointer;color:#2b6cb0;font-family:system-ui,-apple-system,'Segoe UI',sans-serif}
+.speclab-rules{margin:0;padding-left:1.1em}
+.speclab-timing{color:#975a16;margin-top:0.2em}
 """
+
+HEAD_CHARS = 300  # a message longer than this shows its first sentences and folds the rest
+
+
+def split_message(text: str, width: int = HEAD_CHARS) -> tuple[str, str]:
+    """(what is shown, what is folded) of a message: its first line, or, when that is longer than
+    width, its first sentences up to width characters (else its first words); '' folded when the
+    message fits. head + rest give the message back (up to the whitespace at the cut)."""
+    first, newline, more = text.partition("\n")
+    if len(first) <= width:
+        return first, more if newline else ""
+    for mark in (". ", "; "):  # the end of a sentence, else of a clause, else of a word
+        cut = first.rfind(mark, 0, width)
+        if cut >= width // 3:
+            cut += 1
+            break
+    else:
+        cut = first.rfind(" ", 0, width)
+    if cut <= 0:
+        cut = width
+    rest = first[cut:].lstrip()
+    return first[:cut].rstrip(), rest + ("\n" + more if newline else "")
+
+
+def _inline(text: str) -> str:
+    """A rule's text, escaped, its `code` spans as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def message_html(text: str) -> str:
+    """A message, escaped: the first line in view, the rest in a <details> element a student opens."""
+    shown, folded = split_message(text)
+    if not folded:
+        return html.escape(text)
+    return (f"{html.escape(shown)}<details><summary>the rest of this message ({len(folded)} characters)</summary>"
+            f"{html.escape(folded)}</details>")
+
 
 
 def _raw(html_text: str) -> dict:
@@ -248,7 +347,7 @@ def student_view(nb: dict, verdicts: dict[str, str], scores: dict[str, float], l
                 f'<div class="speclab-test{"" if ok else " fail"}" id="{html.escape(gid)}"><b>{html.escape(part)}</b>'
                 f" &mdash; {html.escape(what)} <span style='float:right' class='{'speclab-ok' if ok else 'speclab-fail'}'>"
                 f"{got:g} / {pts:g} points</span>"
-                + "".join(f'<div class="msg">{html.escape(m)}</div>' for m in msgs if m) + "</div>"))
+                + "".join(f'<div class="msg">{message_html(m)}</div>' for m in msgs if m) + "</div>"))
         elif cell.get("cell_type") == "code":
             cell["outputs"] = [o if o.get("output_type") != "error" else
                                {"output_type": "stream", "name": "stderr",
@@ -259,16 +358,24 @@ def student_view(nb: dict, verdicts: dict[str, str], scores: dict[str, float], l
     return nb
 
 
-def summary_box(student: str, lab: str, result: dict, layout: dict, names: dict) -> str:
+def summary_box(student: str, lab: str, result: dict, layout: dict, names: dict, rules: dict | None = None) -> str:
+    """The box at the top of a page: the score; a row per test cell with its part, what it checks
+    (every rule, when `rules` names several: notebook -> grade id -> rules) and a timing of the cell
+    that gave no clear verdict; then the grader's notes."""
     rows = []
     for nb_name, cells in layout.items():
         for gid, pts in cells.items():
             got = result["scores"].get(nb_name, {}).get(gid, 0.0)
             part, what = names.get(nb_name, {}).get(gid, ("", gid))
+            listed = (rules or {}).get(nb_name, {}).get(gid) or []
+            checked = (f'<ul class="speclab-rules">{"".join(f"<li>{_inline(r)}</li>" for r in listed)}</ul>'
+                       if len(listed) > 1 else _inline(listed[0] if listed else what))
+            timed = "".join(f'<div class="speclab-timing">{html.escape(UNDECIDED_MARK)} {message_html(n)}</div>'
+                            for n in (result.get("timing") or {}).get(nb_name, {}).get(gid, []))
             cls = "speclab-ok" if got >= pts else "speclab-fail"
-            rows.append(f'<tr><td><a href="#{html.escape(gid)}">{html.escape(part)}</a></td><td>{html.escape(what)}</td>'
+            rows.append(f'<tr><td><a href="#{html.escape(gid)}">{html.escape(part)}</a></td><td>{checked}{timed}</td>'
                         f'<td class="pts {cls}">{got:g} / {pts:g}</td></tr>')
-    notes = "".join(f"<li>{html.escape(p)}</li>" for p in result.get("problems", []))
+    notes = "".join(f"<li>{message_html(p)}</li>" for p in result.get("problems", []))
     notes_html = (f'<div class="speclab-notes" id="grader-notes"><b>Notes from the grader</b><ul>{notes}</ul></div>'
                   if notes else "")
     return (f'<style>{STYLE}</style><div class="speclab-box" id="speclab-summary">'
@@ -300,13 +407,14 @@ def render_page(renderer: Renderer, course: Path, lab: str, nb_name: str, result
                 graded: Path | None, release: Path) -> str:
     release_nb = _read_nb(release)
     names = {nb_name: describe_cells(course, lab, release_nb, nb_name)}
+    rules = {nb_name: cell_rules(course, lab, release_nb, nb_name)}
     try:
         nb = _read_nb(graded) if graded and graded.exists() else release_nb
     except (OSError, ValueError):
         nb = release_nb
     view = student_view(nb, cell_verdicts(nb), result["scores"].get(nb_name, {}), layout[nb_name], names[nb_name],
                         [p.split(" ", 1)[1] if p.startswith(f"{nb_name}.ipynb ") else p for p in result["problems"]])
-    view["cells"].insert(0, _raw(summary_box(result["student"], lab, result, {nb_name: layout[nb_name]}, names)))
+    view["cells"].insert(0, _raw(summary_box(result["student"], lab, result, {nb_name: layout[nb_name]}, names, rules)))
     view.setdefault("metadata", {})["title"] = f"{lab}: feedback for {result['student']}"
     return renderer.page(view)
 

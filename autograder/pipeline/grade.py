@@ -5,8 +5,9 @@
 2. its sandboxes are built once, from explicit arguments (autograder/sandbox/policy.py): one for
    nbgrader and the clean re-run, one under another uid for the grader's verdict;
 3. `nbgrader autograde` (nbgrader.py) and the grader's own verdict (judge.py) run side by side;
-4. each test cell keeps the lower of nbgrader's score and its second opinion (results.py), and the
-   result file is published once nothing of the student runs any more.
+4. each test cell keeps the lower of nbgrader's score and its second opinion (results.py), a timed
+   check that could not decide is noted (the result's `timing`), and the result file is published
+   once nothing of the student runs any more.
 `grade_class` grades the students W at a time and merges the results (report.py).
 """
 from __future__ import annotations
@@ -76,6 +77,7 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
         (dest / f"{name}.ipynb").write_text(pristine[name])
     box.give(root)
     scores = {nb: {g: 0.0 for g in cells} for nb, cells in layout.items()}
+    undecided: dict[str, dict[str, list[str]]] = {}  # notebook -> grade id -> timings that could not decide
     specs = judge.cell_specs(template / "gradebook.db", lab)
     deferred = judge.deferred_checks(specs) if recheck_on else {}
     env = box.env(root)
@@ -113,11 +115,15 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
             if nb_ok:
                 problems += [f"{name}.ipynb {line}" for line in nbgrader.cell_problems(graded)]
             if name in verdicts:
-                judged, unjudged = verdicts[name]
+                judged, unjudged, timings = verdicts[name]
             elif not nb_ok:
-                judged, unjudged = verdict(name)
+                judged, unjudged, timings = verdict(name)
             else:
-                judged, unjudged = {}, set(layout[name])
+                judged, unjudged, timings = {}, set(layout[name]), {}
+            if nb_ok:  # a timed check that ran in the notebook itself printed its undecided timing there
+                timings = {**nbgrader.printed_undecided(graded, set(layout[name]) - set(judged)), **timings}
+            if timings:
+                undecided[name] = {g: timings[g] for g in layout[name] if g in timings}
             opinions = dict(judged)
             if not nb_ok:  # nbgrader gave up (the kernel died): what passed before that counts
                 scratch_path(root, "autograded", student, lab).mkdir(parents=True, exist_ok=True)
@@ -128,19 +134,20 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
                 scores[name] = results.verdict_alone(layout[name], opinions)
                 problems.append(f"{name}.ipynb: {nbgrader.why_failed(res.log)}; only the test cells that passed "
                                 f"before that count ({sum(scores[name].values()):g} points)")
+                problems += results.timing_notes(name, undecided.get(name, {}))
                 continue
             rerun = {g for g in unjudged if scores[name][g]}  # the cells only a clean re-run can judge
             if recheck_on and rerun:
                 opinions.update({g: v for g, v in judge.recheck(box, root, name, pristine[name], rerun, cell_timeout,
                                                                 limits.notebook_timeout_s).items() if g in unjudged})
             scores[name], notes = results.lower_of(name, scores[name], opinions, set(judged), set(deferred))
-            problems += notes
+            problems += notes + results.timing_notes(name, undecided.get(name, {}))
     result = {
         "student": student, "lab": lab, "submission_sha256": submission_hash(folder),
         "scores": scores, "score": round(sum(sum(c.values()) for c in scores.values()), 6),
         "max_score": sum(sum(c.values()) for c in layout.values()), "problems": problems,
         "seconds": round(time.perf_counter() - t0, 1), "grader_version": version,
-        "sandbox": not cfg.unsafe,
+        "sandbox": not cfg.unsafe, "timing": undecided,
     }
     results.publish(out, lab, root, student, result, verdict_scratch)  # nothing of the student runs any more
     return result

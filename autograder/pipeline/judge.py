@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.inside import launch
+from autograder.inside.recheck import capped
 from autograder.inside.wire import (CACHE_BYTES, MAX_LINE, REF_SOURCES, Unportable, decode, encode, move_globals,
                                     set_rng)
 from autograder.sandbox import no_links, scratch_path
@@ -289,10 +290,13 @@ class _StandIn:
         return self.harness.call_each(self.__name__, calls, kwargs, self.timeout_s)
 
 
-def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float) -> tuple[bool, str]:
+def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float) -> tuple[bool, str, list[str]]:
     """Run one cell's checks in this process against the student's functions in the sandbox.
-    (passed, error); raises Unportable when a check passes something that cannot cross, and
-    HarnessGone when the student's process is gone."""
+    (passed, error, timing notes): the error is the check's whole message (capped only against
+    abuse, autograder/inside/recheck.py `capped`); the notes are what its timed sections could not
+    decide (autograder.checks.timing.undecided), kept whether it passed or not. Raises Unportable
+    when a check passes something that cannot cross, and HarnessGone when the student's process is gone."""
+    from autograder.checks import timing
     from autograder.checks.alone import SECTIONS
 
     module = importlib.import_module(spec.module)
@@ -307,17 +311,24 @@ def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float) -> tuple
     def stand_in(name):
         return _StandIn(harness, name, call_timeout_s)
 
-    try:
-        # students' checks overlap in the grader; timed sections and those reading process-wide
-        # state run alone (autograder/checks/alone.py)
-        with SECTIONS.shared():
-            for check, names in spec.calls:
-                getattr(module, check)(*[stand_in(n) for n in names])
-    except (Unportable, HarnessGone):
-        raise
-    except Exception as err:  # noqa: BLE001 - the check's failure is the verdict
-        return False, f"{type(err).__name__}: {str(err)[:300]}"
-    return True, ""
+    with timing.recording() as notes:
+        try:
+            # students' checks overlap in the grader; timed sections and those reading process-wide
+            # state run alone (autograder/checks/alone.py)
+            with SECTIONS.shared():
+                for check, names in spec.calls:
+                    getattr(module, check)(*[stand_in(n) for n in names])
+        except (Unportable, HarnessGone):
+            raise
+        except Exception as err:  # noqa: BLE001 - the check's failure is the verdict
+            return False, failure_message(err), list(notes)
+    return True, "", list(notes)
+
+
+def failure_message(err: BaseException) -> str:
+    """`Type: message`, whole (capped only against abuse); a check that raised without a message says so."""
+    text = str(err).strip()
+    return capped(f"{type(err).__name__}: {text}" if text else f"{type(err).__name__} (the check gave no message)")
 
 
 # ----------------------------------------------------------------------------- one notebook judged
@@ -348,15 +359,18 @@ def deferred_checks(specs: dict[str, CellCheck]) -> dict[str, CellCheck]:
 
 
 def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: dict[str, CellCheck],
-          cell_timeout_s: float, notebook_timeout_s: float) -> tuple[dict[str, tuple[bool, str]], set[str]]:
+          cell_timeout_s: float, notebook_timeout_s: float) -> tuple[dict[str, tuple[bool, str]], set[str],
+                                                                      dict[str, list[str]]]:
     """The grader's own verdict on one notebook: (grade id -> (passed, error) for the cells judged here,
-    the set of the notebook's graded cells it could not judge). box: the student's verdict sandbox
+    the set of the notebook's graded cells it could not judge, grade id -> the timing notes of a cell
+    whose timed check could not decide). box: the student's verdict sandbox
     (autograder.sandbox.StudentBox); scratch: its folder, outside the student's course folder, so the
     notebook nbgrader runs at the same time can neither read nor replace it."""
     judged: dict[str, tuple[bool, str]] = {}
     unportable: set[str] = set()
+    undecided: dict[str, list[str]] = {}
     if not cells & set(specs):
-        return judged, cells
+        return judged, cells, undecided
     shutil.rmtree(scratch, ignore_errors=True)
     for sub in ("home", "runtime", "ipython"):
         (scratch / sub).mkdir(parents=True)
@@ -373,7 +387,10 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
         while (gid := harness.wait_at(notebook_timeout_s)) is not None:
             if gid in specs and gid in cells and gid not in judged:
                 try:
-                    judged[gid] = run_check(harness, specs[gid], cell_timeout_s)
+                    ok, err, notes = run_check(harness, specs[gid], cell_timeout_s)
+                    judged[gid] = (ok, err)
+                    if notes:
+                        undecided[gid] = notes
                 except Unportable:
                     unportable.add(gid)
             harness.next()
@@ -384,7 +401,7 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
         shutil.rmtree(scratch, ignore_errors=True)
     for gid in (cells & set(specs)) - set(judged) - unportable:
         judged[gid] = (False, f"not reached ({gone})")
-    return judged, (cells - set(specs)) | unportable
+    return judged, (cells - set(specs)) | unportable, undecided
 
 
 def recheck(box, root: Path, name: str, notebook: str, only: set[str], cell_timeout_s: float,
@@ -408,7 +425,7 @@ def recheck(box, root: Path, name: str, notebook: str, only: set[str], cell_time
         for line in out.read_text(errors="replace").splitlines()[:1000]:
             try:
                 rec = json.loads(line)
-                passed.setdefault(str(rec["grade_id"]), (bool(rec["passed"]), str(rec.get("error") or "")))
+                passed.setdefault(str(rec["grade_id"]), (bool(rec["passed"]), capped(str(rec.get("error") or ""))))
             except (ValueError, KeyError, TypeError):
                 continue
     return passed

@@ -4,7 +4,8 @@ autograde command, and what nbgrader's run left behind (scores, errors, why it f
 `build_template` releases the lab once (`nbgrader generate_assignment`) and reads its gradebook's
 layout; `scratch_course` makes one student's private course (a copy of the template gradebook,
 the output cap, the limits); `autograde` runs `nbgrader autograde` in the student's sandbox;
-`nbgrader_scores`, `cell_problems` and `why_failed` read its results once the sandbox is gone.
+`nbgrader_scores`, `cell_problems`, `printed_undecided` and `why_failed` read its results once the
+sandbox is gone.
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from autograder.checks.timing import UNDECIDED_MARK
 from autograder.inside.nbgrader_cmd import nbgrader_command
+from autograder.inside.recheck import capped
 from autograder.sandbox import Limits, Result, StudentBox
 
 from .collect import submission_hash
@@ -164,10 +167,35 @@ def cell_problems(nb_path: Path) -> list[str]:
         for o in c.get("outputs", []):
             if o.get("output_type") == "error" and not graded and o.get("ename") not in ("NotImplementedError",):
                 ename = "interrupted at the cell time limit" if o.get("ename") == "KeyboardInterrupt" else o.get("ename")
-                lines.append(f"cell {c.get('id', '?')}: {ename}: {str(o.get('evalue', ''))[:160]}".rstrip(": "))
+                lines.append(f"cell {c.get('id', '?')}: {ename}: {capped(str(o.get('evalue', '')))}".rstrip(": "))
                 break
             if o.get("output_type") == "error" and graded:
                 ename = o.get("ename", "")
-                lines.append(f"{meta.get('grade_id')}: {ename}: {str(o.get('evalue', ''))[:160]}".rstrip(": "))
+                lines.append(f"{meta.get('grade_id')}: {ename}: {capped(str(o.get('evalue', '')))}".rstrip(": "))
                 break
     return lines
+
+
+def printed_undecided(nb_path: Path, cells: set[str]) -> dict[str, list[str]]:
+    """grade id -> the `timing undecided:` lines (autograder.checks.timing.undecided) that the given
+    test cells printed in nbgrader's run: a timed check that ran in the notebook, not in the grader.
+    Only for cells the grader did not judge itself (a notebook can print such a line; the grader's
+    own record is the one kept where there is one)."""
+    out: dict[str, list[str]] = {}
+    try:
+        nb = json.loads(nb_path.read_bytes())
+    except (OSError, ValueError):
+        return out
+    for c in nb.get("cells", []) if isinstance(nb, dict) else []:
+        meta = (c.get("metadata") or {}).get("nbgrader") or {}
+        gid = meta.get("grade_id")
+        if not (meta.get("grade") and not meta.get("solution") and gid in cells):
+            continue
+        for o in c.get("outputs", []):
+            if o.get("output_type") != "stream":
+                continue
+            text = o.get("text", "")
+            for line in ("".join(text) if isinstance(text, list) else str(text)).splitlines():
+                if line.startswith(UNDECIDED_MARK):
+                    out.setdefault(gid, []).append(line[len(UNDECIDED_MARK):].strip())
+    return out

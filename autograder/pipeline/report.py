@@ -12,8 +12,11 @@ import shutil
 
 from tqdm import tqdm
 
+from autograder.checks.timing import UNDECIDED_MARK
+
 from .config import Config
 from .nbgrader import gradebook_layout, in_lab_order
+from .results import timing_column, timing_notes
 
 def merge(cfg: Config, layout: dict, results: list[dict], progress: bool = False) -> None:
     """grades.csv and a class gradebook.db from the result files, in student order; columns in
@@ -33,11 +36,13 @@ def merge(cfg: Config, layout: dict, results: list[dict], progress: bool = False
     tmp = cfg.out / "grades.csv.tmp"
     with open(tmp, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["student", "score", "max_score", "percent", *[f"{nb}:{g}" for nb, g in cols], "problems"])
+        w.writerow(["student", "score", "max_score", "percent", *[f"{nb}:{g}" for nb, g in cols], "timing",
+                    "problems"])
         for r in results:
             pct = 100 * r["score"] / r["max_score"] if r["max_score"] else 0.0
             w.writerow([r["student"], f"{r['score']:g}", f"{r['max_score']:g}", f"{pct:.1f}",
-                        *[f"{r['scores'].get(nb, {}).get(g, 0.0):g}" for nb, g in cols], " | ".join(r["problems"])])
+                        *[f"{r['scores'].get(nb, {}).get(g, 0.0):g}" for nb, g in cols], timing_column(r),
+                        " | ".join(r["problems"])])
     os.replace(tmp, cfg.out / "grades.csv")
     from nbgrader.api import Gradebook
     from sqlalchemy.exc import SAWarning
@@ -75,23 +80,43 @@ def feedback(cfg: Config, results: list[dict], layout: dict | None = None, progr
     return write_feedback(cfg.out, cfg.course_root, cfg.lab, layout, results, progress)
 
 
+def head(text: str, width: int = 160) -> str:
+    """The first line of a note, at most about `width` characters (cut after a word), with a mark
+    when there was more: the terminal's summary shows this, the feedback page the whole note."""
+    first, _, more = text.partition("\n")
+    if len(first) > width:
+        first, more = first[:width].rsplit(" ", 1)[0], "more"
+    return f"{first} [...]" if more else first
+
+
 def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
-    """The table printed at the end of a run."""
+    """The table printed at the end of a run: each student's score and notes (first lines), then every
+    timing that gave no clear verdict, with the student's name."""
     import statistics
 
     lines = []
     results = sorted(results, key=lambda r: r["student"])
     width = max([7] + [len(r["student"]) for r in results])
+    undecided = []  # (student, note) for each timed section that could not decide
+    with_problems = 0
     lines.append(f"{'student':<{width}}  {'score':>7}  problems")
     for r in results:
-        first = r["problems"][0] if r["problems"] else ""
+        timed = {n for nb, cells in (r.get("timing") or {}).items() for n in timing_notes(nb, cells)}
+        problems = [p for p in r["problems"] if p not in timed]
+        undecided += [(r["student"], n) for n in r["problems"] if n in timed]
+        with_problems += bool(problems)
+        first = head(problems[0]) if problems else ""
         lines.append(f"{r['student']:<{width}}  {r['score']:>3g}/{r['max_score']:<3g}  {first}")
-        lines += [f"{'':<{width}}  {'':>7}  {p}" for p in r["problems"][1:]]
+        lines += [f"{'':<{width}}  {'':>7}  {head(p)}" for p in problems[1:]]
     if results:
         s = [r["score"] for r in results]
         lines.append(f"{len(results)} students graded; mean {statistics.mean(s):.2f}, min {min(s):g}, "
                      f"max {max(s):g} of {results[0]['max_score']:g}; "
-                     f"{sum(bool(r['problems']) for r in results)} with problems")
+                     f"{with_problems} with problems")
+    if undecided:
+        lines.append(f"{len(undecided)} timing{'s' if len(undecided) > 1 else ''} without a clear verdict (no points "
+                     f"taken; grading a student again, --student NAME, times it afresh):")
+        lines += [f"  {student}: {head(note.replace(f'{UNDECIDED_MARK} ', ''), 200)}" for student, note in undecided]
     if cfg.unsafe:
         lines.append("warning: graded WITHOUT the sandbox (--unsafe): students' code ran with the grader's "
                      "rights, could read the solutions and could forge its result")

@@ -8,6 +8,10 @@ judged in the grader, autograder/pipeline/judge.py, and the clean re-run in the 
 - `verdict_alone`: when nbgrader could not finish it (the kernel died, the notebook destroyed its
   grading directory), the test cells that passed their second opinion count, the others get 0.
 
+A timed check that could not decide takes no points; `timing_notes` makes it a note of the
+student's result, and the result's `timing` entry (notebook -> grade id -> notes) feeds
+grades.csv's timing column (`timing_column`) and the class summary.
+
 `publish` writes the result file, the only input of the class's merge, once the student's sandbox
 is gone; `grader_version` is the digest under which a result may be reused.
 """
@@ -20,7 +24,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from autograder.checks.timing import TimingFailure
+from autograder.checks.timing import UNDECIDED_MARK, TimingFailure
+from autograder.inside.recheck import capped
 from autograder.sandbox import no_links
 
 Opinion = tuple[bool, str]  # (passed, why not)
@@ -33,6 +38,8 @@ def lower_of(name: str, nbgrader: dict[str, float], opinions: dict[str, Opinion]
     nbgrader: grade id -> nbgrader's score; opinions: grade id -> (passed, error) for the cells that
     have a second opinion; judged: the cells whose opinion is the grader's own verdict (the others
     come from the clean re-run); deferred: the cells whose check nbgrader's run left to the grader.
+    A note says first what lowered the cell, then gives the check's message whole (`capped` only
+    against abuse): the feedback page shows its first line and folds the rest.
     """
     scores, notes = dict(nbgrader), []
     for gid, score in nbgrader.items():
@@ -42,13 +49,14 @@ def lower_of(name: str, nbgrader: dict[str, float], opinions: dict[str, Opinion]
         if score <= 0 or ok:
             continue
         scores[gid] = 0.0
+        err = capped(err)
         if gid in judged and gid in deferred:  # nbgrader left this check to the grader: its message is the reason
-            notes.append(f"{name}.ipynb {gid}: {err[:600]}; 0 points")
+            notes.append(f"{name}.ipynb {gid}: {err}")
         elif gid in judged:
-            notes.append(f"{name}.ipynb {gid}: passed inside the notebook but fails the grader's "
-                         f"own check ({err[:160]}); 0 points")
+            notes.append(f"{name}.ipynb {gid}: passed inside the notebook but fails the grader's own check, "
+                         f"0 points. {err}")
         elif gid in deferred:  # deferred, then not judgeable after all: the clean re-run decided
-            notes.append(f"{name}.ipynb {gid}: {err[:600]} (checked in a clean re-run); 0 points")
+            notes.append(f"{name}.ipynb {gid}: checked in a clean re-run of the notebook. {err}")
         else:
             notes.append(recheck_note(name, gid, err))
     return scores, notes
@@ -62,11 +70,27 @@ def verdict_alone(points: dict[str, float], opinions: dict[str, Opinion]) -> dic
 def recheck_note(name: str, gid: str, err: str) -> str:
     """The note for a cell that scored in nbgrader's run and failed the clean re-run. A timed check
     that failed on a clear timing verdict is a measurement of the machine, never a tampering sign."""
+    err = capped(err)
     if err.startswith(TimingFailure.__name__):
-        return (f"{name}.ipynb {gid}: the timing of the clean re-run gave a clear verdict against it "
-                f"({err[:300]}); 0 points for this timed cell")
-    return (f"{name}.ipynb {gid}: passed inside the notebook but fails in a clean re-run ({err[:160]}); "
-            f"0 points (did the notebook tamper with grading?)")
+        return (f"{name}.ipynb {gid}: the timing of the clean re-run gave a clear verdict against it, "
+                f"0 points for this timed cell. {err}")
+    return (f"{name}.ipynb {gid}: passed inside the notebook but fails in a clean re-run, 0 points "
+            f"(did the notebook tamper with grading?). {err}")
+
+
+def timing_notes(name: str, undecided: dict[str, list[str]]) -> list[str]:
+    """One note per timed section of a notebook's cells that gave no clear verdict (no points were
+    taken for it): grade id -> the checks' notes (autograder.checks.timing.undecided)."""
+    return [f"{name}.ipynb {gid}: {UNDECIDED_MARK} {capped(note)}" for gid, notes in undecided.items() for note in notes]
+
+
+def timing_column(result: dict) -> str:
+    """grades.csv's timing cell of one student: empty when every timed cell gave a clear verdict, else
+    `<cell>: undecided` per cell whose timing did not (the notebook named when the lab has several)."""
+    timing = result.get("timing") or {}
+    several = len(result.get("scores") or {}) > 1
+    return "; ".join(f"{f'{nb}:' if several else ''}{gid}: undecided"
+                     for nb, cells in timing.items() for gid, notes in cells.items() if notes)
 
 
 # What decides a grade, below a course's code root: the checks, what runs in the sandbox, the sandbox

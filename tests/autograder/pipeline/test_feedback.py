@@ -15,7 +15,7 @@ import json
 import re
 import shutil
 import subprocess
-from html import unescape
+from html import escape, unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -117,6 +117,142 @@ def test_unchanged_pages_are_not_written_again(page):
     assert html.stat().st_mtime_ns == before
     changed = dict(result, problems=result["problems"] + ["lab1.ipynb: regraded by hand"])
     assert write_feedback(out, ROOT, LAB, {LAB: layout}, [changed], progress=False) == 1
+
+
+# ----------------------------------------------------------------------------- messages and timings
+# A two-cell lab written here (fast, and independent of the course's labs): part 1's sampler check
+# also runs a contract check (two rules); part 2's timed check is the one whose timing can be undecided.
+FB = "fb"
+FB_CHECKS = """
+def check_contract(sample):
+    \"\"\"Same seed, same draws; the global generator untouched.\"\"\"
+
+
+def check_sampler(sample):
+    \"\"\"Draws follow p exactly on every pair.
+
+    (a paragraph for the instructor, not a rule)\"\"\"
+    check_contract(sample)
+
+
+def check_speed(sample):
+    \"\"\"At least 3 times faster than a Python loop.\"\"\"
+"""
+# a message as the distance test writes it: a first sentence, then the detail a student needs
+# (with characters that must be escaped, and that would be markup if they were not)
+FB_MESSAGE = ("ExactnessFailure: [reversed] your samples do not follow the target distribution: the total "
+              "variation is 0.1234, a correct implementation stays below 0.0456. Largest differences: "
+              + "; ".join(f"token {i} <b>&amp;</b>: 0.{i:04d} of your samples, expected 0.0100" for i in range(90)))
+FB_UNDECIDED = "no clear verdict after 22 paired rounds (median 2.9x against the 3x bar)"
+
+
+def _fb_notebook(outputs: bool) -> dict:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    def test(gid, check, pts):
+        src = f"### BEGIN HIDDEN TESTS\nfrom autograder.checks import {FB} as _checks\n_checks.{check}(sample)\n### END HIDDEN TESTS"
+        cell = new_code_cell(src, metadata={"nbgrader": {"grade": True, "solution": False, "locked": True,
+                                                         "grade_id": gid, "points": pts}})
+        if outputs:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                                   text=f"{check}: run by the grader outside this notebook\n")]
+        return cell
+
+    nb = new_notebook(cells=[
+        new_markdown_cell("# A lab\n## Part 1: Sampling (4 points)"),
+        new_code_cell("def sample(p, q, rng):\n    return 0", metadata={"nbgrader": {
+            "grade": False, "solution": True, "locked": False, "grade_id": "sample"}}),
+        test("test_sampler", "check_sampler", 4),
+        new_markdown_cell("## Part 2: Speed (1 point)"),
+        test("test_speed", "check_speed", 1)])
+    return json.loads(nbformat.writes(nb))
+
+
+@pytest.fixture(scope="module")
+def fb_pages(tmp_path_factory):
+    """Pages of three students: bea fails part 1 with a long message and part 2's timing was undecided;
+    cal passes everything, every timing clear; dan fails part 1 with a message past the cap."""
+    from autograder.inside.recheck import MESSAGE_CAP
+    from autograder.pipeline.results import lower_of, timing_notes
+
+    course, out = tmp_path_factory.mktemp("course"), tmp_path_factory.mktemp("out")
+    (course / "autograder" / "checks").mkdir(parents=True)
+    (course / "autograder" / "checks" / f"{FB}.py").write_text(FB_CHECKS)
+    (course / "solutions" / FB).mkdir(parents=True)
+    (course / "solutions" / FB / f"{FB}.ipynb").write_text(json.dumps(_fb_notebook(False)))
+    (out / "template" / "labs" / FB).mkdir(parents=True)
+    (out / "template" / "labs" / FB / f"{FB}.ipynb").write_text(json.dumps(_fb_notebook(False)))
+    layout = {FB: {"test_sampler": 4.0, "test_speed": 1.0}}
+    huge = "AssertionError: " + "z" * (MESSAGE_CAP + 777)
+    results = []
+    for student, message, undecided in (("bea", FB_MESSAGE, {"test_speed": [FB_UNDECIDED]}), ("cal", "", {}),
+                                        ("dan", huge, {})):
+        scores, notes = lower_of(FB, {"test_sampler": 4.0, "test_speed": 1.0},
+                                 {"test_sampler": (not message, message), "test_speed": (True, "")},
+                                 judged={"test_sampler", "test_speed"}, deferred={"test_sampler", "test_speed"})
+        results.append({"student": student, "lab": FB, "scores": {FB: scores}, "score": sum(scores.values()),
+                        "max_score": 5.0, "problems": notes + timing_notes(FB, undecided),
+                        "timing": {FB: undecided} if undecided else {}, "seconds": 1.0, "submission_sha256": student})
+        graded = out / "autograded" / student / FB / f"{FB}.ipynb"
+        graded.parent.mkdir(parents=True)
+        graded.write_text(json.dumps(_fb_notebook(True)))
+    assert write_feedback(out, course, FB, layout, results, progress=False) == 3
+    return {s: (out / "feedback" / s / FB / f"{FB}.html").read_text() for s in ("bea", "cal", "dan")}, huge
+
+
+def _block(page: str, start: str, end: str = "</div></div>") -> str:
+    """The page's HTML from `start` to the first `end` after it."""
+    at = page.index(start)
+    return page[at:page.index(end, at)]
+
+
+def test_a_long_message_reaches_the_page_whole_its_detail_folded(fb_pages):
+    pages, _ = fb_pages
+    cell = _block(pages["bea"], 'id="test_sampler"')
+    shown, folded = cell.split("<details>", 1)
+    first = ("ExactnessFailure: [reversed] your samples do not follow the target distribution: the total variation "
+             "is 0.1234, a correct implementation stays below 0.0456.")
+    assert escape(first) in shown and "Largest differences" not in shown  # the verdict in view, the detail folded
+    folded = re.sub(r"<summary>.*?</summary>", "", folded, flags=re.S).split("</details>")[0]
+    assert unescape(folded) == FB_MESSAGE[len(first):].lstrip()  # every character of the rest, none dropped
+    assert "token 89 <b>&amp;</b>: 0.0089" in unescape(folded)
+    assert "<b>&amp;</b>" not in pages["bea"]  # escaped, never markup
+    assert "0 / 4 points" in cell
+
+
+def test_a_message_past_the_cap_says_how_much_was_cut(fb_pages):
+    pages, huge = fb_pages
+    from autograder.inside.recheck import MESSAGE_CAP
+
+    for where in (_block(pages["dan"], 'id="grader-notes"', "</ul>"), _block(pages["dan"], 'id="test_sampler"')):
+        assert "z" * (MESSAGE_CAP - len("AssertionError: ")) in where  # the cap's worth, whole
+        assert "z" * (MESSAGE_CAP - len("AssertionError: ") + 1) not in where  # not one more
+        assert f"[... cut: {len(huge) - MESSAGE_CAP} more characters]" in where.split("<details>", 1)[1]
+
+
+def test_what_is_checked_names_every_rule_of_a_cell(fb_pages):
+    pages, _ = fb_pages
+    row = _block(pages["cal"], 'href="#test_sampler"', "</tr>")
+    assert "Draws follow p exactly on every pair." in row and "Same seed, same draws" in row
+    assert "for the instructor" not in row  # the docstring's first paragraph only
+    assert "At least 3 times faster" in _block(pages["cal"], 'href="#test_speed"', "</tr>")
+
+
+def test_an_undecided_timing_is_in_its_row_its_cell_and_the_notes(fb_pages):
+    pages, _ = fb_pages
+    page = pages["bea"]
+    row = _block(page, 'href="#test_speed"', "</tr>")
+    assert "timing undecided:" in row and escape(FB_UNDECIDED) in row and "1 / 1" in row
+    assert escape(FB_UNDECIDED) in _block(page, 'id="grader-notes"', "</ul>")
+    assert escape(FB_UNDECIDED) in _block(page, 'id="test_speed"')
+    assert escape(FB_UNDECIDED) not in _block(page, 'href="#test_sampler"', "</tr>")  # only in its own row
+
+
+def test_clear_timings_leave_no_timing_note(fb_pages):
+    pages, _ = fb_pages
+    assert "timing undecided" not in pages["cal"] and 'class="speclab-timing"' not in pages["cal"]
+    assert 'id="grader-notes"' not in pages["cal"]
 
 
 # ----------------------------------------------------------------------------- in a browser

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.pipeline.results import grade_code_files, grader_version, lower_of, verdict_alone
+from autograder.inside.recheck import MESSAGE_CAP
+from autograder.pipeline.results import (grade_code_files, grader_version, lower_of, recheck_note, timing_column,
+                                         timing_notes, verdict_alone)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -26,19 +28,58 @@ def test_lower_of_never_raises_a_score():
 
 
 @pytest.mark.parametrize("judged, deferred, starts", [
-    ({"x"}, {"x"}, "lab.ipynb x: AssertionError: why; 0 points"),  # the check ran only in the grader
-    ({"x"}, set(), "lab.ipynb x: passed inside the notebook but fails the grader's own check"),
-    (set(), {"x"}, "lab.ipynb x: AssertionError: why (checked in a clean re-run)"),
-    (set(), set(), "lab.ipynb x: passed inside the notebook but fails in a clean re-run"),
+    ({"x"}, {"x"}, "lab.ipynb x: AssertionError: why"),  # the check ran only in the grader: its message is the note
+    ({"x"}, set(), "lab.ipynb x: passed inside the notebook but fails the grader's own check, 0 points. "),
+    (set(), {"x"}, "lab.ipynb x: checked in a clean re-run of the notebook. "),
+    (set(), set(), "lab.ipynb x: passed inside the notebook but fails in a clean re-run, 0 points"),
 ])
 def test_lower_of_says_which_opinion_lowered_the_cell(judged, deferred, starts):
     _, notes = lower_of("lab", {"x": 4.0}, {"x": (False, "AssertionError: why")}, judged, deferred)
-    assert notes[0].startswith(starts), notes
+    assert notes[0].startswith(starts) and notes[0].endswith("AssertionError: why"), notes
+
+
+# a check's message as long as Lab 1's distance test can write: the detail is at the end
+LONG = ("AssertionError: [reversed] your samples do not follow the target distribution. Largest differences: "
+        + "; ".join(f"token {i}: 0.{i:04d} of your samples, expected 0.0100" for i in range(150)))
+
+
+@pytest.mark.parametrize("judged, deferred", [({"x"}, {"x"}), ({"x"}, set()), (set(), {"x"}), (set(), set())])
+def test_a_long_message_travels_whole_in_every_note(judged, deferred):
+    assert 5000 < len(LONG) < MESSAGE_CAP
+    _, notes = lower_of("lab", {"x": 4.0}, {"x": (False, LONG)}, judged, deferred)
+    assert notes[0].endswith(LONG) and "token 149: 0.0149 of your samples" in notes[0]
+
+
+def test_only_a_message_past_the_cap_is_cut_and_says_by_how_much():
+    huge = "AssertionError: " + "x" * (MESSAGE_CAP + 1234)
+    _, notes = lower_of("lab", {"x": 4.0}, {"x": (False, huge)}, {"x"}, {"x"})
+    kept = huge[:MESSAGE_CAP]
+    assert notes[0] == f"lab.ipynb x: {kept}\n[... cut: {len(huge) - MESSAGE_CAP} more characters]"
+    exact = "AssertionError: " + "x" * (MESSAGE_CAP - 16)  # exactly the cap: nothing cut
+    _, notes = lower_of("lab", {"x": 4.0}, {"x": (False, exact)}, {"x"}, {"x"})
+    assert notes[0] == f"lab.ipynb x: {exact}" and "cut:" not in notes[0]
+    assert recheck_note("lab", "x", huge).endswith(f"[... cut: {len(huge) - MESSAGE_CAP} more characters]")
 
 
 def test_a_clear_timing_verdict_is_not_called_tampering():
     _, notes = lower_of("lab", {"x": 4.0}, {"x": (False, "TimingFailure: 1.1x, below 1.3x")}, set(), set())
     assert "timing of the clean re-run" in notes[0] and "tamper" not in notes[0]
+
+
+def test_an_undecided_timing_is_a_note_and_fills_the_timing_column():
+    undecided = {"test_speedup": ["no clear verdict after 22 paired rounds"]}
+    assert timing_notes("lab2", undecided) == [
+        "lab2.ipynb test_speedup: timing undecided: no clear verdict after 22 paired rounds"]
+    result = {"scores": {"lab2": {"test_speedup": 2.0, "test_greedy": 3.0}}, "timing": {"lab2": undecided}}
+    assert timing_column(result) == "test_speedup: undecided"
+    several = {"scores": {"a": {}, "b": {}}, "timing": {"a": {"t1": ["x"]}, "b": {"t2": ["y", "z"]}}}
+    assert timing_column(several) == "a:t1: undecided; b:t2: undecided"
+
+
+@pytest.mark.parametrize("result", [{"scores": {"lab2": {}}, "timing": {}}, {"scores": {"lab2": {}}},
+                                    {"scores": {"lab2": {}}, "timing": {"lab2": {"test_speedup": []}}}])
+def test_clear_timings_leave_the_timing_column_empty(result):
+    assert timing_column(result) == ""
 
 
 def test_verdict_alone_counts_only_the_cells_that_passed():
