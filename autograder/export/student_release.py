@@ -15,7 +15,8 @@ solution and hidden-test markers, reference-solution lines, the grader's module 
 definitions of the graded answers, and `build_release` refuses to finish if it finds any.
 `answers_in` goes further and slower (tests/autograder/export/test_student_release.py runs it):
 it hands every public function of the edition's package to the hidden checks in place of the
-student's functions and reports each one that passes."""
+student's functions and reports each one that passes.
+"""
 from __future__ import annotations
 
 import ast
@@ -132,16 +133,19 @@ def _project(course: Path) -> dict:
 def reference_lines(course: Path) -> set[str]:
     """Distinctive lines of the reference solutions and hidden tests.
 
-    Lines that the released notebooks or the public `speclab` package (the book's code) hold
-    as well are not secrets and are left out (e.g. `dst = torch.empty_like(src)`, which both
-    the Lab 2 reference and `speclab.measure.copy_bandwidth` contain).
+    Lines that the released notebooks or the edition's `speclab` package (the book's code, less
+    GRADED_ANSWERS) hold as well are not secrets and are left out (e.g. the check of
+    `max_new_tokens` that Lab 2's reference shares with `speclab.sampling.generate`).
     """
     released: set[str] = set()
     for nb in sorted((course / "labs").glob("*/*.ipynb")):
         for cell in json.loads(nb.read_text())["cells"]:
             released.update(ln.strip() for ln in "".join(cell["source"]).splitlines())
     for py in sorted((course / "speclab").rglob("*.py")):
-        released.update(ln.strip() for ln in py.read_text().splitlines())
+        text = py.read_text()
+        if py.parent == course / "speclab" and py.name in GRADED_ANSWERS:  # as the edition ships it
+            text = _without(text, set(GRADED_ANSWERS[py.name]), f"speclab/{py.name}")
+        released.update(ln.strip() for ln in text.splitlines())
     found: set[str] = set()
     for src in sorted((course / "solutions").glob("*/*")):
         if src.suffix == ".ipynb":
