@@ -66,7 +66,7 @@ def _source_cells(course: Path, lab: str, name: str) -> dict[str, str]:
 @lru_cache(maxsize=8)
 def _check_docs(module_path: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     """check function -> (the first paragraph of its docstring, module constants substituted; the
-    module's other check functions it calls, in order). No import: the checks import torch, which
+    module's other check functions it calls). No import: the checks import torch, which
     the grader process does not need."""
     try:
         tree = ast.parse(Path(module_path).read_text())
@@ -115,6 +115,7 @@ def _lab_docs(course: Path, lab: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     return docs
 
 
+@lru_cache(maxsize=8)
 def _spec_rules(lab: str) -> dict[str, list[str]]:
     """grade id -> the texts of the rules its `CellSpec` declares (autograder.checks.<lab>.CELLS, the
     rules the notebook states to the student); {} for a lab without them or that cannot be imported."""
@@ -131,7 +132,7 @@ def cell_rules(course: Path, lab: str, release_nb: dict, name: str | None = None
     """grade id of each test cell -> every rule its hidden tests enforce, in words for the student:
     the rules its `CellSpec` declares (autograder/checks/<lab>.py `CELLS`), or, for a lab without
     them, the first docstring paragraph of each check the cell calls and of each check those call in
-    turn, in the order they run, each once; [] where the cell calls no documented check."""
+    turn, each once; [] where the cell calls no documented check."""
     declared = _spec_rules(lab)
     sources = _source_cells(course, lab, name or lab)
     docs = _lab_docs(course, lab)
