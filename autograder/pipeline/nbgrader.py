@@ -176,6 +176,9 @@ def cell_problems(nb_path: Path) -> list[str]:
     return lines
 
 
+PRINTED_PER_CELL = 5  # a cell's timed clauses; more such lines are the notebook's own printing
+
+
 def printed_undecided(nb_path: Path, cells: set[str]) -> dict[str, list[str]]:
     """grade id -> the `timing undecided:` lines (autograder.checks.timing.undecided) that the given
     test cells printed in nbgrader's run: a timed check that ran in the notebook, not in the grader.
@@ -196,6 +199,6 @@ def printed_undecided(nb_path: Path, cells: set[str]) -> dict[str, list[str]]:
                 continue
             text = o.get("text", "")
             for line in ("".join(text) if isinstance(text, list) else str(text)).splitlines():
-                if line.startswith(UNDECIDED_MARK):
-                    out.setdefault(gid, []).append(line[len(UNDECIDED_MARK):].strip())
-    return out
+                if line.startswith(UNDECIDED_MARK) and len(out.setdefault(gid, [])) < PRINTED_PER_CELL:
+                    out[gid].append(capped(line[len(UNDECIDED_MARK):].strip()))
+    return {gid: notes for gid, notes in out.items() if notes}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from autograder.pipeline.nbgrader import cell_problems, printed_undecided
+from autograder.pipeline.nbgrader import PRINTED_PER_CELL, cell_problems, printed_undecided
 
 
 def _graded(tmp_path, cells: list[tuple[str | None, list[dict]]]):
@@ -33,6 +33,11 @@ def test_a_timing_undecided_in_the_notebook_is_read_for_the_cells_asked_only(tmp
     assert printed_undecided(path, {"test_speed", "test_clear", "test_missing"}) == {
         "test_speed": ["no clear verdict after 22 rounds"]}
     assert printed_undecided(tmp_path / "absent.ipynb", {"test_speed"}) == {}
+
+
+def test_a_notebook_printing_the_line_over_and_over_gets_a_few_notes(tmp_path):
+    path = _graded(tmp_path, [("test_speed", [_stdout("timing undecided: again\n" * 10_000)])])
+    assert printed_undecided(path, {"test_speed"}) == {"test_speed": ["again"] * PRINTED_PER_CELL}
 
 
 def test_a_long_error_of_a_graded_cell_is_noted_whole(tmp_path):
