@@ -19,8 +19,10 @@ With `--check` nothing is written: it exits 1 when a committed notebook is stale
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import sys
+import textwrap
 from pathlib import Path
 
 import jupytext
@@ -51,6 +53,43 @@ def hidden_tests(lab: str, spec: CellSpec) -> str:
 def test_cell_source(lab: str, spec: CellSpec, visible: str) -> str:
     """The whole test cell: its points, the hidden block, the visible sanity checks."""
     return f"# {spec.points} point(s)\n{hidden_tests(lab, spec)}\n{visible.strip()}"
+
+
+RULES_HEAD = "# What the hidden tests check in this cell's functions (and nothing else costs points):"
+RULES_END = "# " + "-" * 98
+
+
+def defined_functions(source: str) -> list[str]:
+    """Names of the functions a code cell defines at its top level (nbgrader's markers are comments)."""
+    return [node.name for node in ast.parse(source).body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def rules_block(specs: list[CellSpec]) -> str:
+    """The comment that opens a solution cell: every rule of every graded cell that calls its functions."""
+    lines = [RULES_HEAD]
+    for spec in specs:
+        lines.append(f"# {spec.grade_id} ({spec.points} point{'s' if spec.points != 1 else ''}):")
+        for rule in spec.rules:
+            lines += textwrap.wrap(rule.text, width=100, initial_indent="#   - ", subsequent_indent="#     ",
+                                   break_on_hyphens=False, break_long_words=False)
+    return "\n".join(lines + [RULES_END])
+
+
+def cells_of(source: str, cells: list[CellSpec]) -> list[CellSpec]:
+    """The graded cells that call a function this solution cell defines."""
+    names = set(defined_functions(source))
+    return [spec for spec in cells if names & set(spec.args)]
+
+
+def state_rules(nb: nbformat.NotebookNode, cells: list[CellSpec]) -> None:
+    """Write each graded cell's rules at the top of the solution cells defining the functions it calls."""
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("solution"):
+            continue
+        specs = cells_of(cell.source, cells)
+        if specs:
+            cell.source = f"{rules_block(specs)}\n{cell.source}"
 
 
 def _problems(lab: str, nb: nbformat.NotebookNode, cells: list[CellSpec]) -> list[str]:
@@ -96,8 +135,12 @@ def read_source(lab: str, root: Path = ROOT, cells: list[CellSpec] | None = None
     if cells is None:
         cells = importlib.import_module(f"autograder.checks.{lab}").CELLS
     problems = _problems(lab, nb, cells)
+    unstated = [s.grade_id for s in cells if not s.rules]
+    if unstated:
+        problems.append(f"graded cells without rules in checks.{lab}.CELLS: {unstated} (each states what it checks)")
     if problems:
         raise ValueError(f"{path}:\n  " + "\n  ".join(problems))
+    state_rules(nb, cells)
     for cell in nb.cells:
         cell.metadata["nbgrader"].setdefault("schema_version", 3)
         cell["id"] = cell.metadata["nbgrader"]["grade_id"]  # stable: rebuilding never churns the ids

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 # Set by the grading pipeline for its nbgrader run only; written by defer_value, read by deferred_names
 DEFER_ENV = "SPECLAB_DEFER_CHECKS"
@@ -50,6 +51,48 @@ def deferred_names(module: str, value: str | None = None) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """One requirement a hidden check enforces, in the words the student reads.
+
+    `make labs` writes every rule of a cell into the solution cell that defines the cell's
+    functions (autograder/authoring/labs.py), and a check that fails says which rule it
+    found broken (`under`), so a student never loses a point to a rule the notebook does not
+    state. tests/autograder/authoring/test_rules.py holds the checks to this."""
+
+    name: str  # a short handle, unique in its lab
+    text: str  # one or two sentences, addressed to the student
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class RuleFailure(AssertionError):
+    """A hidden check found `rule` broken; the message says what was expected and what came back."""
+
+    def __init__(self, rule: Rule, message: str):
+        super().__init__(f"{message}\nThe rule: {rule.text}")
+        self.rule = rule
+
+
+@contextmanager
+def under(rule: Rule) -> Iterator[None]:
+    """Every assertion failing inside this block is a breach of `rule` (a RuleFailure naming it).
+    A timing failure keeps its own class (the pipeline treats it apart) and gains the rule's text."""
+    try:
+        yield
+    except RuleFailure:
+        raise
+    except AssertionError as err:
+        from .timing import TimingFailure
+
+        if isinstance(err, TimingFailure):
+            timed = type(err)(f"{err}\nThe rule: {rule.text}")
+            timed.rule = rule
+            raise timed from None
+        raise RuleFailure(rule, str(err)) from None
+
+
+@dataclass(frozen=True)
 class CellSpec:
     """One graded test cell: what it checks, its points, and its statistical cases (if any)."""
 
@@ -60,6 +103,7 @@ class CellSpec:
     args: tuple[str, ...]  # names of the student's functions passed to check, in order
     cases: Callable | None = None  # () -> list[stats.ExactnessCase]; None: a deterministic check
     seed: int | None = None
+    rules: tuple[Rule, ...] = ()  # every rule the check enforces (and no other), stated to the student
 
     def call(self) -> str:
         """The hidden test's call, in the notebook's names."""

@@ -16,7 +16,9 @@ from typing import Callable
 
 import numpy as np
 
-from . import CellSpec, defer_to_grader
+from speclab import speedtest
+
+from . import CellSpec, Rule, defer_to_grader, under
 from .alone import alone
 from .calls import call_each
 from .stats import ExactnessCase, check_case
@@ -27,10 +29,59 @@ from .lab1_cases import (EPS_TARGET, N_BLOCK, TARGETED, batch_cases, batch_resul
 
 ALPHA_CELL = 1e-6  # false-failure budget of one statistical test cell
 TOL = 1e-9  # tolerance on deterministic values
-SPEEDUP_REQUIRED = 50.0  # vectorised sampler vs a Python loop over the single-position sampler
+SPEEDUP_REQUIRED = speedtest.BATCH_BAR  # vectorised sampler vs a loop of a one-position sampler's draws
 
 
-# ----------------------------------------------------------------------------- (p, q) pairs
+# ----------------------------------------------------------------------------- the rules
+# Every requirement a check below enforces, in the words `make labs` writes into the solution cell
+# (autograder/authoring/labs.py); a failing check names the rule it found broken (`under`).
+R_ACCEPT = Rule("acceptance value", "`acceptance_prob(p, q, x)` returns min(1, p[x] / q[x]) as one number "
+                "(within 1e-9), for every token x with q[x] > 0.")
+R_NEVER_DRAFTED = Rule("never drafted", "`acceptance_prob(p, q, x)` raises `ValueError` when q[x] = 0 "
+                       "(the draft never proposes x).")
+R_RESIDUAL = Rule("residual value", "`residual_distribution(p, q)` returns max(p - q, 0) divided by its sum: "
+                  "a vector as long as p, each entry within 1e-9.")
+R_NO_RESIDUAL = Rule("no residual", "`residual_distribution(p, q)` raises `ValueError` when p = q "
+                     "(the residual has no mass).")
+R_VALIDATE = Rule("validate", "`acceptance_prob` and `residual_distribution` raise `ValueError` when p or q is "
+                  "not a probability vector (not 1-D, empty, different lengths, a negative, NaN or infinite "
+                  "entry, or a sum more than TOL = 1e-6 away from 1), and accept a sum within 1e-9 of 1; "
+                  "`acceptance_prob` raises `ValueError` (or `TypeError`, `IndexError`) for a token x that is "
+                  "not an integer in [0, V).")
+R_SAMPLER_RNG = Rule("sampler rng", "`speculative_sample` takes every random number from `rng`: two calls with "
+                     "generators seeded alike return the same token, and the global `np.random` state is never "
+                     "touched.")
+R_SAMPLER_REFUSE = Rule("sampler refuses", "`speculative_sample` raises `ValueError` when p or q is not a "
+                        "probability vector or their lengths differ.")
+R_SAMPLER_LAW = Rule("sampler law", "`speculative_sample(p, q, rng)` returns a token (an integer in [0, V)) "
+                     "that follows p exactly, on every pair: p = q, disjoint supports, zeros in q, a one-hot p, "
+                     "a 1000-token vocabulary.")
+R_BLOCK_RNG = Rule("block rng", "`verify_block` takes every random number from `rng`: generators seeded alike "
+                   "give the same output, and the global `np.random` state is never touched.")
+R_BLOCK_REFUSE = Rule("block refuses", "`verify_block` raises `ValueError` when k = 0, when a drafted token is "
+                      "outside the vocabulary, when a row it uses is not a probability vector, or when the shapes "
+                      "are not (k,), (k + 1, V) and (k, V).")
+R_BLOCK_SHAPE = Rule("block shape", "`verify_block` returns (tokens, n_accepted): the accepted drafts, then "
+                     "exactly one more token (a residual draw from row i after a rejection at position i, or "
+                     "the bonus token from `p_rows[k]` after k acceptances), and n_accepted, the number of "
+                     "accepted drafts.")
+R_BLOCK_LAW = Rule("block law", "The tokens `verify_block` emits follow the target's joint law exactly "
+                   "(tested on every block of a toy model, k = 1 to 3).")
+R_ALPHA = Rule("alpha value", "`estimate_alpha(n_accepted, k)` returns accepted drafts / verified drafts summed "
+               "over all blocks (within 1e-9); k is one number or one per block.")
+R_ALPHA_REFUSE = Rule("alpha refuses", "`estimate_alpha` raises `ValueError` for empty logs, k < 1, or a count "
+                      "outside [0, k].")
+R_BATCH_RNG = Rule("batch rng", "`speculative_sample_batch` takes every random number from `rng`: generators "
+                   "seeded alike give the same tokens, and the global `np.random` state is never touched.")
+R_BATCH_LAW = Rule("batch law", "`speculative_sample_batch(p, q, rng)` returns B integer tokens, row b "
+                   "following p[b] exactly and independently of the other rows.")
+R_BATCH_SPEED = Rule("batch speed", f"`speculative_sample_batch` is at least {speedtest.BATCH_BAR:.0f} times "
+                     f"faster per row than `speclab.speedtest.draws_loop` (a Python loop making only the two "
+                     f"random draws of a one-position sampler), timed by the grader with "
+                     f"`speclab.speedtest.batch_speedup` on {speedtest.BATCH_ROWS} rows of one pair; every timed "
+                     f"call must return fresh draws from p. Points are lost only on a clear failing verdict of "
+                     f"its sign test; a timing it cannot decide costs nothing, and your feedback says so.")
+
 
 
 # ----------------------------------------------------------------------------- part 1
@@ -53,42 +104,42 @@ def check_acceptance_prob(acceptance_prob: Callable) -> None:
         want = _acceptance_table(p, q)
         for x in range(len(p)) if len(p) < 20 else range(0, len(p), 37):
             if q[x] == 0:
-                try:
-                    acceptance_prob(p.copy(), q.copy(), x)
-                except ValueError:
-                    continue
-                raise AssertionError(
-                    f"acceptance_prob on pair '{name}', token {x}: q[{x}] = 0, so this token is never "
-                    f"drafted; a clear ValueError is expected, nothing was raised")
-            got = acceptance_prob(p.copy(), q.copy(), x)
-            _assert_close(got, want[x], f"acceptance_prob on pair '{name}', token {x}")
+                with under(R_NEVER_DRAFTED):
+                    expect_value_error(lambda: acceptance_prob(p.copy(), q.copy(), x),
+                                       f"acceptance_prob on pair '{name}', token {x} (q[{x}] = 0)")
+                continue
+            with under(R_ACCEPT):
+                got = acceptance_prob(p.copy(), q.copy(), x)
+                _assert_close(got, want[x], f"acceptance_prob on pair '{name}', token {x}")
 
 
 def check_residual_distribution(residual_distribution: Callable) -> None:
     """norm(max(p - q, 0)) on every pair; a ValueError when p == q (no residual mass)."""
     for name, (p, q) in pairs().items():
         if np.array_equal(p, q):
-            try:
-                got = residual_distribution(p.copy(), q.copy())
-            except ValueError:
-                continue
-            raise AssertionError(
-                f"residual_distribution on pair '{name}' (p == q): the residual has no mass, a clear "
-                f"ValueError is expected, but you returned {np.round(np.asarray(got, float), 4)}")
-        got = np.asarray(residual_distribution(p.copy(), q.copy()), dtype=float)
-        want = residual_table(p, q)
-        if got.shape != want.shape:
-            raise AssertionError(f"residual_distribution on pair '{name}': shape {got.shape}, expected {want.shape}")
-        if not np.all(np.isfinite(got)) or abs(got.sum() - 1) > 1e-6 or np.any(got < 0):
-            raise AssertionError(
-                f"residual_distribution on pair '{name}': the result is not a probability vector "
-                f"(sum {got.sum():.6g}, min {np.nanmin(got):.3g})")
-        err = np.abs(got - want)
-        if err.max() > 1e-9:
-            i = int(np.argmax(err))
-            raise AssertionError(
-                f"residual_distribution on pair '{name}': total variation {0.5 * err.sum():.4f} from the "
-                f"correct residual; token {i} differs most ({got[i]:.4f} instead of {want[i]:.4f})")
+            with under(R_NO_RESIDUAL):
+                expect_value_error(lambda: residual_distribution(p.copy(), q.copy()),
+                                   f"residual_distribution on pair '{name}' (p == q, no residual mass)")
+            continue
+        with under(R_RESIDUAL):
+            _check_residual(name, p, q, np.asarray(residual_distribution(p.copy(), q.copy()), dtype=float))
+
+
+def _check_residual(name: str, p: np.ndarray, q: np.ndarray, got: np.ndarray) -> None:
+    want = residual_table(p, q)
+    if got.shape != want.shape:
+        raise AssertionError(f"residual_distribution on pair '{name}': expected a vector of shape {want.shape}, "
+                             f"got shape {got.shape}")
+    if not np.all(np.isfinite(got)) or abs(got.sum() - 1) > 1e-6 or np.any(got < 0):
+        raise AssertionError(
+            f"residual_distribution on pair '{name}': expected a probability vector, got one with sum "
+            f"{got.sum():.6g} and smallest entry {np.nanmin(got):.3g}")
+    err = np.abs(got - want)
+    if err.max() > 1e-9:
+        i = int(np.argmax(err))
+        raise AssertionError(
+            f"residual_distribution on pair '{name}': total variation {0.5 * err.sum():.4f} from the "
+            f"correct residual; token {i} differs most (expected {want[i]:.4f}, got {got[i]:.4f})")
 
 
 def bad_inputs() -> dict[str, tuple[object, object]]:
@@ -108,26 +159,22 @@ def bad_inputs() -> dict[str, tuple[object, object]]:
 
 def check_input_validation(acceptance_prob: Callable, residual_distribution: Callable) -> None:
     """Both functions raise ValueError on invalid inputs and accept sums within 1e-9 of 1."""
-    for what, (p, q) in bad_inputs().items():
-        for fname, call in (("acceptance_prob", lambda: acceptance_prob(p, q, 0)),
-                            ("residual_distribution", lambda: residual_distribution(p, q))):
+    with under(R_VALIDATE):
+        for what, (p, q) in bad_inputs().items():
+            for fname, call in (("acceptance_prob", lambda: acceptance_prob(p, q, 0)),
+                                ("residual_distribution", lambda: residual_distribution(p, q))):
+                expect_value_error(call, f"{fname} with {what}")
+        p = np.array([0.1, 0.2, 0.3, 0.4 + 1e-10])
+        q = np.array([0.4, 0.3, 0.2, 0.1 - 1e-10])
+        acceptance_prob(p, q, 1)
+        residual_distribution(p, q)
+        for bad_x in (-1, 4, 1.5):
             try:
-                call()
-            except ValueError:
+                acceptance_prob(p, q, bad_x)
+            except (ValueError, TypeError, IndexError):
                 continue
-            except Exception as err:  # noqa: BLE001 - the student must raise ValueError, nothing else
-                raise AssertionError(f"{fname} with {what}: expected ValueError, got {type(err).__name__}: {err}")
-            raise AssertionError(f"{fname} with {what}: expected a ValueError, nothing was raised")
-    p = np.array([0.1, 0.2, 0.3, 0.4 + 1e-10])
-    q = np.array([0.4, 0.3, 0.2, 0.1 - 1e-10])
-    acceptance_prob(p, q, 1)
-    residual_distribution(p, q)
-    for bad_x in (-1, 4, 1.5):
-        try:
-            acceptance_prob(p, q, bad_x)
-        except (ValueError, TypeError, IndexError):
-            continue
-        raise AssertionError(f"acceptance_prob with token x = {bad_x!r} (vocabulary of 4): expected a ValueError")
+            raise AssertionError(f"acceptance_prob with token x = {bad_x!r} (vocabulary of 4): expected a "
+                                 f"ValueError, nothing was raised")
 
 
 # ----------------------------------------------------------------------------- part 2
@@ -151,17 +198,17 @@ def check_randomness_contract(call: Callable[[np.random.Generator], object], wha
         second = call(np.random.default_rng(99))
         moved = not _same_state(before, np.random.get_state())
     if moved:
-        raise AssertionError(f"{what}: the global np.random state changed; every random number must come from "
-                             f"the rng argument")
+        raise AssertionError(f"{what}: expected the global np.random state untouched, but it changed: every "
+                             f"random number must come from the rng argument")
     a, b = (np.concatenate([np.ravel(np.asarray(x, dtype=float)) for x in r]) if isinstance(r, list) else
             np.ravel(np.asarray(r, dtype=float)) for r in (first, second))
     if a.shape != b.shape or not np.array_equal(a, b):
-        raise AssertionError(f"{what}: two runs with generators seeded alike gave different outputs "
-                             f"({a[:8]} ... and {b[:8]} ...); every random number must come from the rng argument")
+        raise AssertionError(f"{what}: expected the same output from two generators seeded alike, got "
+                             f"{a[:8]} ... and {b[:8]} ...: every random number must come from the rng argument")
 
 
 def expect_value_error(call: Callable[[], object], what: str) -> None:
-    """call() must raise ValueError with a message; say what happened otherwise."""
+    """call() must raise ValueError; say what happened otherwise."""
     try:
         got = call()
     except ValueError:
@@ -171,16 +218,24 @@ def expect_value_error(call: Callable[[], object], what: str) -> None:
     raise AssertionError(f"{what}: expected a ValueError, nothing was raised (you returned {got!r})")
 
 
+def check_sampler_contracts(speculative_sample: Callable) -> None:
+    """Every draw from rng (same seed, same tokens; np.random untouched); ValueError on bad input."""
+    p, q = pairs()["reversed"]
+    with under(R_SAMPLER_RNG):
+        check_randomness_contract(lambda rng: call_each(speculative_sample, [(p, q, rng)] * 200),
+                                  "speculative_sample")
+    rng = np.random.default_rng(0)
+    with under(R_SAMPLER_REFUSE):
+        expect_value_error(lambda: speculative_sample(np.array([0.2, 0.2, 0.5]), np.array([0.2, 0.3, 0.5]), rng),
+                           "speculative_sample with p summing to 0.9")
+        expect_value_error(lambda: speculative_sample(p, np.array([0.5, 0.5]), rng),
+                           "speculative_sample with p of 4 entries and q of 2")
+
+
 def check_sampler(speculative_sample: Callable) -> None:
     """speculative_sample draws exactly from p on every test pair (distance test with a stated eps, fixed seed)."""
-    p, q = pairs()["reversed"]
-    check_randomness_contract(lambda rng: call_each(speculative_sample, [(p, q, rng)] * 200), "speculative_sample")
-    rng = np.random.default_rng(0)
-    expect_value_error(lambda: speculative_sample(np.array([0.2, 0.2, 0.5]), np.array([0.2, 0.3, 0.5]), rng),
-                       "speculative_sample with p summing to 0.9")
-    expect_value_error(lambda: speculative_sample(p, np.array([0.5, 0.5]), rng),
-                       "speculative_sample with p of 4 entries and q of 2")
-    _check_cases(sampler_cases(), speculative_sample, seed=20261)
+    with under(R_SAMPLER_LAW):
+        _check_cases(sampler_cases(), speculative_sample, seed=20261)
 
 
 # ----------------------------------------------------------------------------- part 3
@@ -191,50 +246,56 @@ def check_block_contracts(verify_block: Callable) -> None:
     model = toy_bigram()
     p_rows, q_rows = block_rows(model, (1, 0, 2))
     rng = np.random.default_rng(0)
-    check_randomness_contract(lambda r: [verify_block(np.array([1, 0, 2]), p_rows.copy(), q_rows.copy(), r)[0]
-                                         for _ in range(100)], "verify_block")
+    with under(R_BLOCK_RNG):
+        check_randomness_contract(lambda r: [verify_block(np.array([1, 0, 2]), p_rows.copy(), q_rows.copy(), r)[0]
+                                             for _ in range(100)], "verify_block")
     bad_p = p_rows.copy()
     bad_p[0] = [0.5, 0.5, 0.5]
-    for what, args in {
-        "k = 0 (no drafted token, one target row)": (np.array([], dtype=int), p_rows[:1], q_rows[:0]),
-        "a drafted token 3 in a vocabulary of 3": (np.array([3, 0, 2]), p_rows, q_rows),
-        "a drafted token -1": (np.array([-1, 0, 2]), p_rows, q_rows),
-        "target row 0 summing to 1.5": (np.array([1, 0, 2]), bad_p, q_rows),
-        "k target rows instead of k + 1": (np.array([1, 0, 2]), p_rows[:3], q_rows),
-        "draft rows of another vocabulary size": (np.array([1, 0, 2]), p_rows, np.full((3, 4), 0.25)),
-    }.items():
-        expect_value_error(lambda: verify_block(args[0], args[1].copy(), args[2].copy(), rng),
-                           f"verify_block with {what}")
+    with under(R_BLOCK_REFUSE):
+        for what, args in {
+            "k = 0 (no drafted token, one target row)": (np.array([], dtype=int), p_rows[:1], q_rows[:0]),
+            "a drafted token 3 in a vocabulary of 3": (np.array([3, 0, 2]), p_rows, q_rows),
+            "a drafted token -1": (np.array([-1, 0, 2]), p_rows, q_rows),
+            "target row 0 summing to 1.5": (np.array([1, 0, 2]), bad_p, q_rows),
+            "k target rows instead of k + 1": (np.array([1, 0, 2]), p_rows[:3], q_rows),
+            "draft rows of another vocabulary size": (np.array([1, 0, 2]), p_rows, np.full((3, 4), 0.25)),
+        }.items():
+            expect_value_error(lambda: verify_block(args[0], args[1].copy(), args[2].copy(), rng),
+                               f"verify_block with {what}")
 
 
 def check_block_structure(verify_block: Callable) -> None:
-    """Edge contracts, then forced outcomes that need no statistics: full acceptance, forced rejection, bonus row."""
-    check_block_contracts(verify_block)
+    """Forced outcomes that need no statistics: full acceptance with the bonus from the last row, a forced
+    rejection with the correction from the rejected row's residual, with p != q at every position."""
     rng = np.random.default_rng(7)
     onehot = np.eye(4)
-    uniform = np.full(4, 0.25)
     mix = np.array([0.1, 0.2, 0.3, 0.4])
-    for k in (1, 2, 3):
-        drafted = [1, 3, 0][:k]
-        # p == q at every drafted position: all k accepted, bonus from the last target row (one-hot at 2)
-        q_rows = np.stack([uniform, mix, uniform][:k])
-        p_rows = np.concatenate([q_rows, onehot[[2]]])
-        for _ in range(20):
-            tokens, n_acc = call_block(verify_block, drafted, p_rows, q_rows, rng, f"k = {k}, p rows == q rows")
-            if n_acc != k or tokens[-1] != 2:
-                raise AssertionError(
-                    f"verify_block with k = {k} and p == q at every drafted position: every draft must be "
-                    f"accepted and the extra token drawn from the target's row k (one-hot at token 2); "
-                    f"you emitted {tokens} with n_accepted = {n_acc}")
-        # the target gives the first drafted token probability 0: rejected at once, correction from p row 0
-        p_rows2 = np.concatenate([onehot[[0]], np.stack([mix] * k)])
-        q_rows2 = np.stack([onehot[1]] + [mix] * (k - 1))
-        for _ in range(20):
-            tokens, n_acc = call_block(verify_block, drafted, p_rows2, q_rows2, rng, f"k = {k}, forced rejection")
-            if n_acc != 0 or tokens != [0]:
-                raise AssertionError(
-                    f"verify_block with k = {k} where the target gives the first drafted token probability 0 "
-                    f"(target row 0 one-hot at token 0): you emitted {tokens} with n_accepted = {n_acc}")
+    with under(R_BLOCK_SHAPE):
+        for k in (1, 2, 3):
+            drafted = [1, 3, 0][:k]
+            # every draft has p(x) >= q(x) (accepted for sure) while p != q; the bonus row is one-hot at 2
+            q_rows = np.stack([np.array([0.4, 0.2, 0.2, 0.2]), np.array([0.3, 0.3, 0.3, 0.1]),
+                               np.array([0.2, 0.3, 0.3, 0.2])][:k])
+            p_rows = np.concatenate([np.stack([np.array([0.1, 0.5, 0.2, 0.2]), np.array([0.1, 0.1, 0.2, 0.6]),
+                                               np.array([0.4, 0.1, 0.3, 0.2])][:k]), onehot[[2]]])
+            for _ in range(20):
+                tokens, n_acc = call_block(verify_block, drafted, p_rows, q_rows, rng, f"k = {k}, all accepted")
+                if n_acc != k or tokens != drafted + [2]:
+                    raise AssertionError(
+                        f"verify_block with k = {k}, drafts {drafted} each with p(x) >= q(x) (all accepted) and "
+                        f"p_rows[{k}] one-hot at token 2: expected {drafted + [2]} with n_accepted = {k}, "
+                        f"got {tokens} with n_accepted = {n_acc}")
+            # the target gives the first drafted token probability 0: rejected at once; its residual is
+            # one-hot at token 0, while every later row would give other tokens
+            p_rows2 = np.concatenate([onehot[[0]], np.stack([mix] * k)])
+            q_rows2 = np.stack([onehot[1]] + [mix[::-1]] * (k - 1))
+            for _ in range(20):
+                tokens, n_acc = call_block(verify_block, drafted, p_rows2, q_rows2, rng, f"k = {k}, forced rejection")
+                if n_acc != 0 or tokens != [0]:
+                    raise AssertionError(
+                        f"verify_block with k = {k} where the target gives the first drafted token probability 0 "
+                        f"(p_rows[0] one-hot at token 0): expected [0] with n_accepted = 0, got {tokens} with "
+                        f"n_accepted = {n_acc}")
 
 
 check_block_structure.randomised = True  # forced outcomes for a correct verifier, not for a wrong one
@@ -242,7 +303,8 @@ check_block_structure.randomised = True  # forced outcomes for a correct verifie
 
 def check_block_exactness(verify_block: Callable) -> None:
     """verify_block emits tokens whose joint law is the target's (distance test with a stated eps, fixed seed)."""
-    _check_cases(block_cases(), verify_block, seed=20263)
+    with under(R_BLOCK_LAW):
+        _check_cases(block_cases(), verify_block, seed=20263)
 
 
 # ----------------------------------------------------------------------------- part 4
@@ -259,52 +321,33 @@ def alpha_cases() -> list[tuple[object, object, float]]:
 
 def check_alpha_estimator(estimate_alpha: Callable) -> None:
     """estimate_alpha pools accepted / verified drafts over all blocks; ValueError on impossible logs."""
-    for n_acc, k, want in alpha_cases():
-        _assert_close(estimate_alpha(n_acc, k), want, f"estimate_alpha(n_accepted={[int(v) for v in np.ravel(n_acc)]}, k={k})")
-    for n_acc, k in (([4], 3), ([-1], 3), ([], 3), ([1], 0)):
-        try:
-            estimate_alpha(n_acc, k)
-        except ValueError:
-            continue
-        raise AssertionError(f"estimate_alpha(n_accepted={n_acc}, k={k}): invalid logs, a ValueError is expected")
+    with under(R_ALPHA):
+        for n_acc, k, want in alpha_cases():
+            _assert_close(estimate_alpha(n_acc, k), want,
+                          f"estimate_alpha(n_accepted={[int(v) for v in np.ravel(n_acc)]}, k={k})")
+    with under(R_ALPHA_REFUSE):
+        for n_acc, k in (([4], 3), ([-1], 3), ([], 3), ([1], 0)):
+            expect_value_error(lambda: estimate_alpha(n_acc, k),
+                               f"estimate_alpha(n_accepted={n_acc}, k={k}) (impossible logs)")
 
 
 # ----------------------------------------------------------------------------- part 5
 
 
+def check_batch_contracts(speculative_sample_batch: Callable) -> None:
+    """Every random number from rng: same seed, same tokens; np.random untouched."""
+    p, q = pairs()["reversed"]
+    with under(R_BATCH_RNG):
+        check_randomness_contract(lambda rng: speculative_sample_batch(np.tile(p, (1000, 1)), np.tile(q, (1000, 1)),
+                                                                       rng), "speculative_sample_batch")
+
+
 def check_batch_exactness(speculative_sample_batch: Callable) -> None:
     """speculative_sample_batch draws row b exactly from p[b] (distance test with a stated eps, fixed seed)."""
-    p, q = pairs()["reversed"]
-    check_randomness_contract(lambda rng: speculative_sample_batch(np.tile(p, (1000, 1)), np.tile(q, (1000, 1)), rng),
-                              "speculative_sample_batch")
-    rng = np.random.default_rng(0)
-    P, Q = np.tile(p, (3, 1)), np.tile(q, (3, 1))
-    bad = P.copy()
-    bad[1] = [0.3, 0.3, 0.3, 0.3]
-    for what, args in {"p of shape (3, 4) and q of shape (2, 4)": (P, Q[:2]),
-                       "p of shape (3, 4) and q of shape (3, 5)": (P, np.full((3, 5), 0.2)),
-                       "1-D p and q": (p, q),
-                       "row 1 of p summing to 1.2": (bad, Q)}.items():
-        expect_value_error(lambda: speculative_sample_batch(args[0].copy(), args[1].copy(), rng),
-                           f"speculative_sample_batch with {what}")
-    _check_cases(batch_cases(), speculative_sample_batch, seed=20265)
+    with under(R_BATCH_LAW):
+        _check_cases(batch_cases(), speculative_sample_batch, seed=20265)
 
 
-def _loop_baseline(p_rows: np.ndarray, q_rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A plain Python loop over a single-position sampler (the baseline of the speed test)."""
-    out = np.empty(len(p_rows), dtype=np.int64)
-    for b in range(len(p_rows)):
-        p, q = p_rows[b], q_rows[b]
-        x = int(rng.choice(len(q), p=q))
-        if rng.random() < min(1.0, p[x] / q[x]):
-            out[b] = x
-        else:
-            out[b] = int(rng.choice(len(p), p=residual_table(p, q)))
-    return out
-
-
-SPEED_ROWS, SPEED_LOOP_ROWS = 50000, 500  # rows of one timed batch call; rows of one baseline loop
-SPEED_BUDGET_S = 10.0  # timing budget of the sequential test (a round takes about 20 ms on a quiet core)
 SPEED_OUTPUT_ALPHA = 1e-4  # false-failure probability of the law check of ONE timed call's output
 
 
@@ -314,71 +357,56 @@ def _timed_output_checker(rows: int) -> Callable[[object], None]:
     failures <= 0.0023), and never the same array twice (a correct sampler repeats 50000 draws
     with probability about 0). Without it, a sampler could spot the timed calls by their size
     and return garbage fast."""
-    p, q = pairs()["reversed"]
+    p, q = speedtest.BATCH_PAIR
     law = exact_law(p, q)
     seen: list[bytes] = []
 
     def check(out) -> None:
         tokens = batch_result(out, rows)
         # the same distance test as the exactness cases (range, impossible tokens, TV against its threshold)
-        case = ExactnessCase(f"speculative_sample_batch in a timed call on {rows} copies of pair 'reversed'", law,
+        case = ExactnessCase(f"speculative_sample_batch in a timed call on {rows} copies of the timed pair", law,
                              rows, lambda fn, rng, n: tokens, batched=True)
         check_case(case, None, None, SPEED_OUTPUT_ALPHA)
         digest = tokens.astype(np.int64).tobytes()
         if digest in seen:
-            raise AssertionError("speculative_sample_batch returned the very same tokens in two timed calls; "
-                                 "each call must draw afresh from rng")
+            raise AssertionError("speculative_sample_batch: expected fresh draws in every timed call, got the very "
+                                 "same tokens in two of them")
         seen.append(digest)
     return check
 
 
-def speed_rounds(batch_fn: Callable, budget_s: float = SPEED_BUDGET_S, decide: Callable | None = None):
-    """Paired rounds (autograder/checks/timing.py, under the graders' lock): each round times one
-    call of batch_fn on SPEED_ROWS rows and the grader's Python loop on SPEED_LOOP_ROWS rows;
-    round i's ratio is the loop's per-row time over the batch's. Every output of batch_fn is
-    checked (_timed_output_checker). decide(ratios) -> True stops at a look (a clear verdict)."""
+def speed_test(batch_fn: Callable, budget_s: float = speedtest.BATCH_BUDGET_S) -> speedtest.SpeedResult:
+    """`speclab.speedtest.batch_speedup` (what the notebook's speed cell runs) under the graders' lock,
+    every timed output checked afterwards (_timed_output_checker)."""
     from . import timing
 
-    p, q = pairs()["reversed"]
-    rng = np.random.default_rng(3)
-    big_p, big_q = np.tile(p, (SPEED_ROWS, 1)), np.tile(q, (SPEED_ROWS, 1))
-    small_p, small_q = big_p[:SPEED_LOOP_ROWS], big_q[:SPEED_LOOP_ROWS]
-    check = _timed_output_checker(SPEED_ROWS)
-    outputs: list = []
-
-    def per_row_ratios(r: timing.Rounds) -> list[float]:  # (loop time / loop rows) / (batch time / batch rows)
-        return [x * SPEED_ROWS / SPEED_LOOP_ROWS for x in r.ratios("loop", "batch")]
-
-    rounds = timing.sequential_rounds(
-        [lambda: outputs.append(batch_fn(big_p, big_q, rng)), lambda: _loop_baseline(small_p, small_q, rng)],
-        ["batch", "loop"], lambda r: decide is not None and decide(per_row_ratios(r)), budget_s)
-    for out in outputs:
-        check(out)
-    return per_row_ratios(rounds), rounds.lock_note
+    return speedtest.batch_speedup(batch_fn, budget_s, section=timing.timing_lock,
+                                   on_output=_timed_output_checker(speedtest.BATCH_ROWS))
 
 
 def measure_speedup(batch_fn: Callable) -> float:
-    """Median over paired rounds of (per-row time of the Python loop) / (per-row time of batch_fn)."""
-    from .timing import median
-
-    return median(speed_rounds(batch_fn)[0])
+    """Median over paired rounds of (per-row time of the draws loop) / (per-row time of batch_fn)."""
+    return speed_test(batch_fn).median
 
 
 def check_batch_speed(speculative_sample_batch: Callable) -> None:
-    """speculative_sample_batch is at least SPEEDUP_REQUIRED times faster per row than a Python loop:
-    a sequential sign test (autograder/checks/timing.py) takes the point only on a clear verdict;
-    a correct sampler whose median ratio is at least the bar loses it with probability at most
-    timing.ALPHA_CLAUSE (1.23 %), plus SPEED_OUTPUT_ALPHA per timed call from the output check."""
+    """speculative_sample_batch is at least SPEEDUP_REQUIRED times faster per row than `draws_loop`:
+    a sequential sign test (speclab/speedtest.py) takes the point only on a clear verdict; a correct
+    sampler whose median ratio is at least the bar loses it with probability at most
+    ALPHA_CLAUSE (1.23 %), plus SPEED_OUTPUT_ALPHA per timed call from the output check."""
     from . import timing
 
-    ratios, note = speed_rounds(speculative_sample_batch,
-                                decide=lambda r: timing.verdict(r, SPEEDUP_REQUIRED) != "inconclusive")
-    if timing.verdict(ratios, SPEEDUP_REQUIRED) == "fail":
-        above = sum(r >= SPEEDUP_REQUIRED for r in ratios)
-        raise timing.TimingFailure(
-            f"speculative_sample_batch is {timing.median(ratios):.1f}x faster per row than a Python loop over a "
-            f"single-position sampler (median of {len(ratios)} paired rounds, {above} of them at or above the "
-            f"bar); at least {SPEEDUP_REQUIRED:.0f}x is required{'; ' + note if note else ''}")
+    with under(R_BATCH_SPEED):
+        result = speed_test(speculative_sample_batch)
+        if result.verdict == "fail":
+            above = sum(r >= SPEEDUP_REQUIRED for r in result.ratios)
+            raise timing.TimingFailure(
+                f"speculative_sample_batch: expected at least {SPEEDUP_REQUIRED:.0f}x faster per row than "
+                f"speclab.speedtest.draws_loop, measured {result.median:.1f}x (median of {len(result.ratios)} paired "
+                f"rounds, {above} of them at or above the bar){'; ' + result.note if result.note else ''}")
+        if result.verdict == "inconclusive":
+            timing.undecided(f"batch speed-up {result.median:.1f}x (median of {len(result.ratios)} paired rounds) "
+                             f"against the {SPEEDUP_REQUIRED:.0f}x bar: not clear either way; the point is kept")
 
 
 check_batch_speed.randomised = True  # a timing
@@ -390,9 +418,12 @@ DETERMINISTIC_NOTES = {
     "test_acceptance_prob": "0: exact values, tolerance 1e-9, no randomness",
     "test_residual_distribution": "0: exact values, tolerance 1e-9, no randomness",
     "test_input_validation": "0: ValueError expected on fixed invalid inputs, no randomness",
+    "test_sampler_contracts": "0: the same seed twice, the global state compared, ValueError on fixed invalid inputs",
+    "test_block_contracts": "0: the same seed twice, the global state compared, ValueError on fixed invalid inputs",
     "test_block_structure": "0: outcomes forced for a correct verifier (acceptance probabilities 1 or 0, one-hot rows)",
+    "test_batch_contracts": "0: the same seed twice, the global state compared",
     "test_alpha_estimator": "0: values worked by hand, tolerance 1e-9, no randomness",
-    "test_batch_speed": f"timing: a sequential sign test of median speed-up >= {SPEEDUP_REQUIRED:.0f}x "
+    "test_batch_speed": f"timing: a sequential sign test of median speed-up >= {SPEEDUP_REQUIRED:.0f}x over draws_loop "
                         f"fails a sampler at or above the bar with probability <= 1.23 % (plus <= 0.23 % "
                         f"from the check of the timed outputs)",
 }
@@ -405,15 +436,28 @@ def report_extra(grade_id: str, reference) -> str:
 
 
 CELLS: list[CellSpec] = [
-    CellSpec("test_acceptance_prob", 1, 2, check_acceptance_prob, ("acceptance_prob",)),
-    CellSpec("test_residual_distribution", 1, 2, check_residual_distribution, ("residual_distribution",)),
-    CellSpec("test_input_validation", 1, 1, check_input_validation, ("acceptance_prob", "residual_distribution")),
-    CellSpec("test_sampler_exactness", 2, 4, check_sampler, ("speculative_sample",), sampler_cases, 20261),
-    CellSpec("test_block_structure", 3, 2, check_block_structure, ("verify_block",)),
-    CellSpec("test_block_exactness", 3, 3, check_block_exactness, ("verify_block",), block_cases, 20263),
-    CellSpec("test_alpha_estimator", 4, 2, check_alpha_estimator, ("estimate_alpha",)),
-    CellSpec("test_batch_exactness", 5, 3, check_batch_exactness, ("speculative_sample_batch",), batch_cases, 20265),
-    CellSpec("test_batch_speed", 5, 1, check_batch_speed, ("speculative_sample_batch",)),
+    CellSpec("test_acceptance_prob", 1, 2, check_acceptance_prob, ("acceptance_prob",),
+             rules=(R_ACCEPT, R_NEVER_DRAFTED)),
+    CellSpec("test_residual_distribution", 1, 2, check_residual_distribution, ("residual_distribution",),
+             rules=(R_RESIDUAL, R_NO_RESIDUAL)),
+    CellSpec("test_input_validation", 1, 1, check_input_validation, ("acceptance_prob", "residual_distribution"),
+             rules=(R_VALIDATE,)),
+    CellSpec("test_sampler_contracts", 2, 1, check_sampler_contracts, ("speculative_sample",),
+             rules=(R_SAMPLER_RNG, R_SAMPLER_REFUSE)),
+    CellSpec("test_sampler_exactness", 2, 3, check_sampler, ("speculative_sample",), sampler_cases, 20261,
+             rules=(R_SAMPLER_LAW,)),
+    CellSpec("test_block_contracts", 3, 1, check_block_contracts, ("verify_block",),
+             rules=(R_BLOCK_RNG, R_BLOCK_REFUSE)),
+    CellSpec("test_block_structure", 3, 1, check_block_structure, ("verify_block",), rules=(R_BLOCK_SHAPE,)),
+    CellSpec("test_block_exactness", 3, 3, check_block_exactness, ("verify_block",), block_cases, 20263,
+             rules=(R_BLOCK_LAW,)),
+    CellSpec("test_alpha_estimator", 4, 2, check_alpha_estimator, ("estimate_alpha",),
+             rules=(R_ALPHA, R_ALPHA_REFUSE)),
+    CellSpec("test_batch_contracts", 5, 1, check_batch_contracts, ("speculative_sample_batch",),
+             rules=(R_BATCH_RNG,)),
+    CellSpec("test_batch_exactness", 5, 2, check_batch_exactness, ("speculative_sample_batch",), batch_cases,
+             20265, rules=(R_BATCH_LAW,)),
+    CellSpec("test_batch_speed", 5, 1, check_batch_speed, ("speculative_sample_batch",), rules=(R_BATCH_SPEED,)),
 ]
 
 defer_to_grader(globals())  # the grading pipeline's nbgrader run leaves these checks to the grader

@@ -23,7 +23,7 @@ A timed check compares a student's code with a baseline timed alongside it. Thre
    shows it) and, where the grader runs the check (autograder/pipeline/judge.py, inside
    ``recording()``), recorded, so the student's feedback, grades.csv and the class summary name it.
 
-False failures: for code whose per-round ratio has median at least the bar, the look after
+The statistics are speclab.speedtest's (a notebook runs the same test). False failures: for code whose per-round ratio has median at least the bar, the look after
 ``LOOKS[i]`` rounds fails it with probability at most ``LOOK_ALPHAS[i]``; over all looks at
 most ``ALPHA_CLAUSE = sum(LOOK_ALPHAS)`` (Bonferroni). ``power(theta)`` is the exact
 probability of a fail verdict when each round independently falls below the bar with
@@ -33,26 +33,21 @@ from __future__ import annotations
 
 import contextvars
 import fcntl
-import math
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from scipy import stats
+# The statistics live in speclab, so that a student's notebook runs the very test the grader runs;
+# re-exported here for the checks. ALPHA_CLAUSE (1.23 %) per timed clause; a cell with two clauses
+# 2.5 %, and the pipeline's clean re-check times the cell a second time: <= 5 % at worst for a submission
+from speclab.speedtest import (ALPHA_CLAUSE, ALPHA_LOOK, LOOK_ALPHAS, LOOKS, Rounds, alpha_at,  # noqa: F401
+                               median, paired_rounds, power, thresholds, verdict)
 
 from .alone import alone
 
 LOCK_ENV = "SPECLAB_TIMING_LOCK"
 LOCK_WAIT_S = 150.0  # one other student's timed section (about 60 s on 2 busy cores), with room to spare
-LOOKS = (7, 10, 14, 18, 22)  # rounds after which the verdict is looked at
-# false-failure budget of each look: the first look can only fail code whose 7 rounds ALL fall below
-# the bar (probability 0.5**7 = 0.0078 at worst); the later looks share the rest
-LOOK_ALPHAS = (0.0079, 0.0011, 0.0011, 0.0011, 0.0011)
-ALPHA_LOOK = LOOK_ALPHAS[0]
-ALPHA_CLAUSE = sum(LOOK_ALPHAS)  # 1.23 % per timed clause; a cell with two clauses 2.5 %, and the
-# pipeline's clean re-check times the cell a second time: <= 5 % = 1 in 20 at worst for a submission
 
 
 class TimingFailure(AssertionError):
@@ -131,105 +126,8 @@ def _lock_file(wait_s: float):
         os.close(fd)
 
 
-def thresholds(n: int, alpha: float = ALPHA_LOOK) -> tuple[int, int]:
-    """(fail_at_most, pass_at_least): with n rounds and X of them at or above the bar, the look
-    fails the code if X <= fail_at_most, passes it if X >= pass_at_least, else is inconclusive.
-
-    fail_at_most is the largest x with P(Binom(n, 1/2) <= x) <= alpha (-1 when none is), the
-    one-sided sign test of median >= bar; pass_at_least mirrors it for median <= bar."""
-    x = int(stats.binom.ppf(alpha, n, 0.5))
-    while x >= 0 and stats.binom.cdf(x, n, 0.5) > alpha:
-        x -= 1
-    return x, n - x
-
-
-def alpha_at(n: int) -> float:
-    """The false-failure budget of the look taken after n rounds: that of the first look at or after
-    n (a look cut short by the time limit spends the budget of the look it replaces)."""
-    for look, a in zip(LOOKS, LOOK_ALPHAS):
-        if n <= look:
-            return a
-    return LOOK_ALPHAS[-1]
-
-
-def verdict(ratios: Sequence[float], bar: float, alpha: float | None = None) -> str:
-    """'fail', 'pass' or 'inconclusive' for per-round ratios against the bar (one look)."""
-    n = len(ratios)
-    alpha = alpha_at(n) if alpha is None else alpha
-    above = sum(r >= bar for r in ratios)
-    fail_at_most, pass_at_least = thresholds(n, alpha)
-    if above <= fail_at_most:
-        return "fail"
-    if above >= pass_at_least:
-        return "pass"
-    return "inconclusive"
-
-
-def power(theta: float, looks: Sequence[int] = LOOKS, alphas: Sequence[float] = LOOK_ALPHAS) -> float:
-    """P(a fail verdict at some look) when each round falls below the bar independently with
-    probability theta; exact, by carrying the distribution of the count above the bar from look
-    to look (scipy.stats.binom for the rounds in between). theta = 1/2 bounds the false failures."""
-    import numpy as np
-
-    dist = np.zeros(1)  # dist[x] = P(no verdict yet and x rounds above the bar so far)
-    dist[0] = 1.0
-    done = 0
-    fail = 0.0
-    for n, alpha in zip(looks, alphas):
-        step = stats.binom.pmf(np.arange(n - done + 1), n - done, 1 - theta)
-        dist = np.convolve(dist, step)
-        fail_at_most, pass_at_least = thresholds(n, alpha)
-        if fail_at_most >= 0:
-            fail += dist[: fail_at_most + 1].sum()
-            dist[: fail_at_most + 1] = 0
-        dist[pass_at_least:] = 0
-        done = n
-    return float(fail)
-
-
-@dataclass
-class Rounds:
-    """Per-round wall times of the functions timed together (seconds): times[i][j] is round i, function j."""
-
-    labels: list[str]
-    times: list[list[float]]
-    lock_note: str = ""
-
-    def column(self, label: str) -> list[float]:
-        j = self.labels.index(label)
-        return [r[j] for r in self.times]
-
-    def ratios(self, numerator: str, denominator: str) -> list[float]:
-        return [a / b for a, b in zip(self.column(numerator), self.column(denominator))]
-
-
 def sequential_rounds(fns: Sequence[Callable[[], object]], labels: Sequence[str], decide: Callable[[Rounds], bool],
                       budget_s: float, device=None, looks: Sequence[int] = LOOKS,
                       hard_limit_s: float | None = None) -> Rounds:
-    """Time ``fns`` round-robin under the timing lock, on the real clock, after one warm-up round;
-    after each look call ``decide(rounds)`` and stop when it returns True (a clear verdict), at
-    the last look, or at the first look after ``budget_s`` seconds of timing (the wait for the
-    lock not counted). The first look is always completed (fewer rounds could never give a
-    verdict) unless ``hard_limit_s`` (default 3 * budget_s) runs out first; a look cut short
-    by it is the last one, so there are never more looks than ``len(looks)``."""
-    from speclab.measure import wall_time  # the real clock, never a test's fake stopwatch
-
-    hard = 3 * budget_s if hard_limit_s is None else hard_limit_s
-    with timing_lock() as note:
-        for fn in fns:
-            wall_time(fn, device)
-        rounds = Rounds(list(labels), [], note)
-        start = time.monotonic()
-        for look in looks:
-            while len(rounds.times) < look and time.monotonic() - start <= hard:
-                rounds.times.append([max(wall_time(fn, device), 1e-9) for fn in fns])
-            elapsed = time.monotonic() - start
-            if decide(rounds) or elapsed > budget_s or elapsed > hard:
-                break
-    return rounds
-
-
-def median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return math.nan if n == 0 else (s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2]))
+    """`speclab.speedtest.paired_rounds` under the timing lock (one student timed at a time)."""
+    return paired_rounds(fns, labels, decide, budget_s, device, looks, hard_limit_s, section=timing_lock)

@@ -14,6 +14,7 @@ import pytest
 from scipy import stats as st
 from traitlets.config.loader import PyFileConfigLoader
 
+from speclab import speedtest
 from autograder.authoring import labs, reference as reference_solution
 from autograder.checks import lab1 as L
 from autograder.checks import stats as S
@@ -439,7 +440,7 @@ def test_speed_check_refuses_outputs_that_skip_the_work(attack):
 
     def cheat(P, Q, rng):
         if attack == "garbage_when_timed":
-            return np.zeros(len(P), dtype=np.int64) if len(P) == L.SPEED_ROWS else ref.speculative_sample_batch(P, Q, rng)
+            return np.zeros(len(P), dtype=np.int64) if len(P) == speedtest.BATCH_ROWS else ref.speculative_sample_batch(P, Q, rng)
         if len(P) not in store:
             store[len(P)] = ref.speculative_sample_batch(P, Q, rng)
         return store[len(P)]

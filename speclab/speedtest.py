@@ -1,0 +1,304 @@
+"""The labs' speed tests, as the grader runs them and as a student's notebook runs them.
+
+Notation: see the `speclab` package docstring.
+
+A speed test compares a student's code with a baseline timed alongside it, in **paired rounds**:
+each round calls the baseline and every candidate once, in turn, so a slow-down of the machine
+during a round hits both sides of that round's ratio (baseline time / candidate time). The
+ratios go into a one-sided **sign test** of "the median ratio is at least the bar" (rounds are
+exchangeable; nothing is assumed about the shape of their distribution), looked at after
+``LOOKS[0]``, ``LOOKS[1]``, ... rounds. At each look the code fails (clearly below the bar),
+passes (clearly above) or, inconclusive, gets more rounds while the time budget lasts; a timing
+still undecided at the end is *undecided*, and the grader takes no points for it.
+
+False failures: for code whose per-round ratio has median at least the bar, the look after
+``LOOKS[i]`` rounds fails it with probability at most ``LOOK_ALPHAS[i]``, over all looks at most
+``ALPHA_CLAUSE = sum(LOOK_ALPHAS)`` (Bonferroni); ``power(theta)`` is the exact probability of a
+fail verdict when each round falls below the bar with probability theta (scipy.stats.binom).
+
+The grader (autograder/checks/timing.py) runs the very functions of this module, adding only its
+lock (one student timed at a time) and the check of every timed output; a notebook runs them
+as they are, so the verdict it prints is the one the grader would give on the same machine.
+"""
+from __future__ import annotations
+
+import math
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy import stats
+
+LOOKS = (7, 10, 14, 18, 22)  # rounds after which the verdict is looked at
+# false-failure budget of each look: the first look can only fail code whose 7 rounds ALL fall below
+# the bar (probability 0.5**7 = 0.0078 at worst); the later looks share the rest
+LOOK_ALPHAS = (0.0079, 0.0011, 0.0011, 0.0011, 0.0011)
+ALPHA_LOOK = LOOK_ALPHAS[0]
+ALPHA_CLAUSE = sum(LOOK_ALPHAS)  # 1.23 % per timed clause
+
+# Lab 1: the vectorised sampler against a loop of the two draws every one-position sampler makes
+BATCH_BAR = 30.0  # per-row speed-up required (a correct vectorised sampler measures about 100x)
+BATCH_ROWS, LOOP_ROWS = 50000, 500  # rows of one timed batch call; rows of one baseline loop
+BATCH_BUDGET_S = 10.0  # seconds of timed rounds after which no new look starts
+BATCH_PAIR = (np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1]))  # (p, q) of every timed row
+
+# Lab 2: the speculative decoder against the course's autoregressive baseline
+DECODE_BAR_CPU = 1.3  # best-k speed-up required on a CPU
+DECODE_BAR_CUDA = 1.0  # on a GPU the shipped pair is tiny and launch-bound: must not be slower
+THEORY_FRACTION = 0.75  # measured S >= 0.75 x the S predicted from the run's own alpha and costs
+K_GRID = (3, 4, 6)  # draft lengths timed for "the best k"
+DECODE_NEW = 128  # tokens generated per timed call
+VERIFY_CALLS = 16  # forwards per timed call when measuring c_verify(k)
+DECODE_BUDGET_S = 45.0  # seconds of timed rounds after which no new look starts
+DECODE_HARD_LIMIT_S = 150.0  # never time longer
+DECODE_PROMPT = {"n": 1, "length": 32, "seed": 5}  # speclab.data.heldout_windows(**DECODE_PROMPT)[0]
+
+
+def thresholds(n: int, alpha: float = ALPHA_LOOK) -> tuple[int, int]:
+    """(fail_at_most, pass_at_least): with n rounds and X of them at or above the bar, the look
+    fails the code if X <= fail_at_most, passes it if X >= pass_at_least, else is inconclusive.
+
+    fail_at_most is the largest x with P(Binom(n, 1/2) <= x) <= alpha (-1 when none is), the
+    one-sided sign test of median >= bar; pass_at_least mirrors it for median <= bar."""
+    x = int(stats.binom.ppf(alpha, n, 0.5))
+    while x >= 0 and stats.binom.cdf(x, n, 0.5) > alpha:
+        x -= 1
+    return x, n - x
+
+
+def alpha_at(n: int) -> float:
+    """The false-failure budget of the look taken after n rounds: that of the first look at or after
+    n (a look cut short by the time limit spends the budget of the look it replaces)."""
+    for look, a in zip(LOOKS, LOOK_ALPHAS):
+        if n <= look:
+            return a
+    return LOOK_ALPHAS[-1]
+
+
+def verdict(ratios: Sequence[float], bar: float, alpha: float | None = None) -> str:
+    """'fail', 'pass' or 'inconclusive' for per-round ratios against the bar (one look)."""
+    n = len(ratios)
+    alpha = alpha_at(n) if alpha is None else alpha
+    above = sum(r >= bar for r in ratios)
+    fail_at_most, pass_at_least = thresholds(n, alpha)
+    if above <= fail_at_most:
+        return "fail"
+    if above >= pass_at_least:
+        return "pass"
+    return "inconclusive"
+
+
+def power(theta: float, looks: Sequence[int] = LOOKS, alphas: Sequence[float] = LOOK_ALPHAS) -> float:
+    """P(a fail verdict at some look) when each round falls below the bar independently with
+    probability theta; exact, by carrying the distribution of the count above the bar from look
+    to look (scipy.stats.binom for the rounds in between). theta = 1/2 bounds the false failures."""
+    dist = np.zeros(1)  # dist[x] = P(no verdict yet and x rounds above the bar so far)
+    dist[0] = 1.0
+    done = 0
+    fail = 0.0
+    for n, alpha in zip(looks, alphas):
+        step = stats.binom.pmf(np.arange(n - done + 1), n - done, 1 - theta)
+        dist = np.convolve(dist, step)
+        fail_at_most, pass_at_least = thresholds(n, alpha)
+        if fail_at_most >= 0:
+            fail += dist[: fail_at_most + 1].sum()
+            dist[: fail_at_most + 1] = 0
+        dist[pass_at_least:] = 0
+        done = n
+    return float(fail)
+
+
+def median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return math.nan if n == 0 else (s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2]))
+
+
+@dataclass
+class Rounds:
+    """Per-round wall times of the functions timed together (seconds): times[i][j] is round i, function j."""
+
+    labels: list[str]
+    times: list[list[float]]
+    lock_note: str = ""
+
+    def column(self, label: str) -> list[float]:
+        j = self.labels.index(label)
+        return [r[j] for r in self.times]
+
+    def ratios(self, numerator: str, denominator: str) -> list[float]:
+        return [a / b for a, b in zip(self.column(numerator), self.column(denominator))]
+
+
+def paired_rounds(fns: Sequence[Callable[[], object]], labels: Sequence[str], decide: Callable[[Rounds], bool],
+                  budget_s: float, device=None, looks: Sequence[int] = LOOKS, hard_limit_s: float | None = None,
+                  section: Callable[[], object] | None = None) -> Rounds:
+    """Time ``fns`` round-robin on the real clock, after one warm-up round, inside ``section()``
+    (a context manager yielding a note; the grader's is its lock); after each look call
+    ``decide(rounds)`` and stop when it returns True (a clear verdict), at the last look, or at
+    the first look after ``budget_s`` seconds of timing. The first look is always completed
+    (fewer rounds could never give a verdict) unless ``hard_limit_s`` (default 3 * budget_s)
+    runs out first; a look cut short by it is the last one."""
+    from .clock import wall_time  # the real clock, never a test's fake stopwatch
+
+    hard = 3 * budget_s if hard_limit_s is None else hard_limit_s
+    with (section() if section is not None else nullcontext("")) as note:
+        for fn in fns:
+            wall_time(fn, device)
+        rounds = Rounds(list(labels), [], note or "")
+        start = time.monotonic()
+        for look in looks:
+            while len(rounds.times) < look and time.monotonic() - start <= hard:
+                rounds.times.append([max(wall_time(fn, device), 1e-9) for fn in fns])
+            elapsed = time.monotonic() - start
+            if decide(rounds) or elapsed > budget_s or elapsed > hard:
+                break
+    return rounds
+
+
+def combine(verdicts: Sequence[str]) -> str:
+    """Several chances at one bar (one per k): pass if one passes clearly, fail only if all fail clearly."""
+    return "pass" if "pass" in verdicts else "fail" if all(v == "fail" for v in verdicts) else "inconclusive"
+
+
+# ----------------------------------------------------------------------------- Lab 1
+def draws_loop(p_rows: np.ndarray, q_rows: np.ndarray, rng: np.random.Generator) -> None:
+    """The baseline of Lab 1's speed test: a Python loop making, for each row, the two random draws
+    every one-position speculative sampler makes (a draft from q, one uniform), and nothing else.
+    It samples nothing useful (it is no answer to the lab): it only sets the pace of a loop."""
+    vocab = q_rows.shape[1]
+    for b in range(len(q_rows)):
+        rng.choice(vocab, p=q_rows[b])
+        rng.random()
+
+
+@dataclass
+class SpeedResult:
+    """A timed comparison: per-round ratios, their median, the verdict against the bar, and why."""
+
+    ratios: list[float]
+    bar: float
+    verdict: str  # 'pass', 'fail' or 'inconclusive'
+    note: str = ""
+    details: dict = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return median(self.ratios)
+
+    def summary(self, what: str) -> str:
+        words = {"pass": "clearly at or above the bar: the grader would give the point(s)",
+                 "fail": "clearly below the bar: the grader would take the point(s)",
+                 "inconclusive": "not clear either way: the grader would take no point(s) and say so"}
+        return (f"{what}: median {self.median:.2f}x over {len(self.ratios)} paired rounds, bar {self.bar:g}x; "
+                f"{words[self.verdict]}" + (f" ({self.note})" if self.note else ""))
+
+
+def batch_speedup(batch_fn: Callable, budget_s: float = BATCH_BUDGET_S, section=None,
+                  on_output: Callable[[object], None] | None = None, seed: int = 3) -> SpeedResult:
+    """Lab 1's speed test: rounds of one call of batch_fn on BATCH_ROWS copies of BATCH_PAIR and
+    one `draws_loop` over LOOP_ROWS of them; a round's ratio is the loop's per-row time over the
+    batch's. Stops at the first look with a clear verdict. `on_output` receives every timed output
+    (the grader checks each one after the timing)."""
+    p, q = BATCH_PAIR
+    rng = np.random.default_rng(seed)
+    big_p, big_q = np.tile(p, (BATCH_ROWS, 1)), np.tile(q, (BATCH_ROWS, 1))
+    small_p, small_q = big_p[:LOOP_ROWS], big_q[:LOOP_ROWS]
+    outputs: list = []
+
+    def per_row(r: Rounds) -> list[float]:  # (loop time / loop rows) / (batch time / batch rows)
+        return [x * BATCH_ROWS / LOOP_ROWS for x in r.ratios("loop", "batch")]
+
+    rounds = paired_rounds([lambda: outputs.append(batch_fn(big_p, big_q, rng)),
+                            lambda: draws_loop(small_p, small_q, rng)],
+                           ["batch", "loop"], lambda r: verdict(per_row(r), BATCH_BAR) != "inconclusive",
+                           budget_s, section=section)
+    if on_output is not None:
+        for out in outputs:
+            on_output(out)
+    ratios = per_row(rounds)
+    return SpeedResult(ratios, BATCH_BAR, verdict(ratios, BATCH_BAR), rounds.lock_note)
+
+
+# ----------------------------------------------------------------------------- Lab 2
+def predicted_with_catch_up(alpha: float, k: int, c: float, c_verify: float) -> float:
+    """The lab's cost model with the draft's catch-up: S = E[N] / ((k + alpha^k) / c + c_verify(k)).
+
+    A step drafts k tokens (k draft forwards) and verifies them in one target forward over k + 1
+    positions; when all k are accepted (probability alpha^k) the draft has not seen its own last
+    token and is fed it once more, so a step costs k + alpha^k draft forwards on average."""
+    tokens = k + 1 if alpha >= 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+    return float(tokens / ((k + alpha**k) / c + c_verify))
+
+
+def decoder_speedup(speculative_decode: Callable, target, draft, prompt=None, ks: Sequence[int] = K_GRID,
+                    n_new: int = DECODE_NEW, budget_s: float = DECODE_BUDGET_S,
+                    hard_limit_s: float = DECODE_HARD_LIMIT_S, section=None) -> tuple[SpeedResult, SpeedResult]:
+    """Lab 2's speed test: (speed-up against the bar, measured / predicted against THEORY_FRACTION).
+
+    Paired rounds of the course baseline (greedy `speclab.sampling.generate` with the target), the
+    same with the draft (their ratio is the round's c), the decoder at every k, and loops of
+    VERIFY_CALLS cached target forwards over 1 and k + 1 tokens (the round's c_verify(k)). Each
+    round and k gives a speed-up (baseline time / decoder time) and its ratio to the prediction
+    from the run's alpha (one untimed greedy decode per k) and that round's costs. Each clause
+    passes if some k passes clearly and fails only if every k fails clearly."""
+    import torch
+
+    from .data import heldout_windows
+    from .measure import forward_step_fns
+    from .sampling import generate
+
+    if prompt is None:
+        prompt = heldout_windows(**DECODE_PROMPT)[0].to(target.device)
+    bar = DECODE_BAR_CPU if target.device.type == "cpu" else DECODE_BAR_CUDA
+    if target.device.type == "cpu":
+        torch.set_num_threads(1)  # one thread: stable ratios on a shared machine
+    alphas = {}
+    for k in ks:  # alpha of each k from one untimed greedy run (deterministic); the last step may be cut short
+        _, acc = speculative_decode(target, draft, prompt, n_new, k, temperature=0.0)
+        full = [int(a) for a in acc[:-1]] or [int(a) for a in acc]
+        verified = sum(min(a + 1, k) for a in full)
+        alphas[k] = sum(full) / verified if verified else 0.0
+    tf = forward_step_fns(target, [1] + [k + 1 for k in ks], context_len=64)
+
+    def loop(fn):
+        def run():
+            for _ in range(VERIFY_CALLS):
+                fn()
+        return run
+
+    fns = [lambda: generate(target, prompt[None], n_new, temperature=0),
+           lambda: generate(draft, prompt[None], n_new, temperature=0)]
+    fns += [lambda k=k: speculative_decode(target, draft, prompt, n_new, k, temperature=0.0) for k in ks]
+    fns += [loop(f) for f in tf.values()]
+    labels = ["baseline", "draft baseline"] + [f"k={k}" for k in ks] + [f"target T={t}" for t in tf]
+
+    def per_round(rounds: Rounds) -> tuple[dict, dict]:
+        speed = {k: rounds.ratios("baseline", f"k={k}") for k in ks}
+        c = rounds.ratios("baseline", "draft baseline")
+        theory = {}
+        for k in ks:
+            v = [max(1.0, x) for x in rounds.ratios(f"target T={k + 1}", "target T=1")]  # < 1 is noise
+            theory[k] = [s / predicted_with_catch_up(alphas[k], k, ci, vi) for s, ci, vi in zip(speed[k], c, v)]
+        return speed, theory
+
+    def verdicts(rounds: Rounds) -> tuple[str, str]:
+        speed, theory = per_round(rounds)
+        return (combine([verdict(speed[k], bar) for k in ks]),
+                combine([verdict(theory[k], THEORY_FRACTION) for k in ks]))
+
+    rounds = paired_rounds(fns, labels, lambda r: "inconclusive" not in verdicts(r), budget_s, target.device,
+                           hard_limit_s=hard_limit_s, section=section)
+    speed, theory = per_round(rounds)
+    first, second = verdicts(rounds)
+    measured = {k: median(speed[k]) for k in ks}
+    best_k = max(measured, key=measured.get)
+    c = median(rounds.ratios("baseline", "draft baseline"))
+    v_best = max(1.0, median(rounds.ratios(f"target T={best_k + 1}", "target T=1")))
+    details = {"measured": measured, "best_k": best_k, "alpha": alphas, "c": c, "c_verify": v_best,
+               "predicted": predicted_with_catch_up(alphas[best_k], best_k, c, v_best),
+               "theory_ratio": {k: median(r) for k, r in theory.items()}, "rounds": len(rounds.times)}
+    return (SpeedResult(speed[best_k], bar, first, rounds.lock_note, details),
+            SpeedResult(theory[best_k], THEORY_FRACTION, second, rounds.lock_note, details))
