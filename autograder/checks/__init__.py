@@ -66,30 +66,30 @@ class Rule:
         return self.text
 
 
-class RuleFailure(AssertionError):
-    """A hidden check found `rule` broken; the message says what was expected and what came back."""
-
-    def __init__(self, rule: Rule, message: str):
-        super().__init__(f"{message}\nThe rule: {rule.text}")
-        self.rule = rule
+def rule_failure(rule: Rule, message: str) -> AssertionError:
+    """The failure of a hidden check that found `rule` broken: a plain AssertionError (what nbgrader,
+    the harness and the feedback know) whose message ends with the rule, and whose `rule` names it."""
+    err = AssertionError(f"{message}\nThe rule: {rule.text}")
+    err.rule = rule
+    return err
 
 
 @contextmanager
 def under(rule: Rule) -> Iterator[None]:
-    """Every assertion failing inside this block is a breach of `rule` (a RuleFailure naming it).
+    """Every assertion failing inside this block is a breach of `rule` (its `rule` attribute names it).
     A timing failure keeps its own class (the pipeline treats it apart) and gains the rule's text."""
     try:
         yield
-    except RuleFailure:
-        raise
     except AssertionError as err:
+        if getattr(err, "rule", None) is not None:
+            raise
         from .timing import TimingFailure
 
         if isinstance(err, TimingFailure):
             timed = type(err)(f"{err}\nThe rule: {rule.text}")
             timed.rule = rule
             raise timed from None
-        raise RuleFailure(rule, str(err)) from None
+        raise rule_failure(rule, str(err)) from None
 
 
 @dataclass(frozen=True)

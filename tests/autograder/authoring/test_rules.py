@@ -6,7 +6,7 @@ Three holds, each with a case showing it can fail:
 - every rule of a cell is written, word for word, in each released solution cell that defines a
   function the cell grades (what `make labs` writes), and the notebook in labs/ is that build;
 - a failing check says which rule it found broken, and only a rule of its own cell: run against
-  the catalog's wrong solutions and against contract breakers, every failure is a RuleFailure
+  the catalog's wrong solutions and against contract breakers, every failure is an AssertionError
   (or a timing failure) naming one of the cell's rules.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from autograder.authoring import labs
-from autograder.checks import CellSpec, Rule, RuleFailure, under
+from autograder.checks import CellSpec, Rule, under
 
 ROOT = Path(__file__).resolve().parents[3]
 LABS = ["lab1", "lab2"]
@@ -177,10 +177,15 @@ def test_under_names_the_rule_and_keeps_timing_failures_apart():
     from autograder.checks.timing import TimingFailure
 
     rule = Rule("r", "r holds")
-    with pytest.raises(RuleFailure) as err:
+    with pytest.raises(AssertionError) as err:
         with under(rule):
             raise AssertionError("expected 1, got 2")
+    assert type(err.value) is AssertionError  # what nbgrader, the harness and the feedback know
     assert err.value.rule is rule and str(err.value) == "expected 1, got 2\nThe rule: r holds"
+    with pytest.raises(AssertionError) as inner:  # the innermost rule is kept
+        with under(Rule("outer", "outer holds")), under(rule):
+            raise AssertionError("x")
+    assert inner.value.rule is rule
     with pytest.raises(TimingFailure) as timed:
         with under(rule):
             raise TimingFailure("too slow")
