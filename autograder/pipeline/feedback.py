@@ -153,10 +153,12 @@ def describe_cells(course: Path, lab: str, release_nb: dict, name: str | None = 
 
     The part is the last `Part ...` heading above the cell (points in brackets dropped); what it
     checks is the first docstring paragraph of the hidden check the cell calls first
-    (autograder/checks/<lab>.py), or else the grade id in words (`cell_rules` lists every rule).
+    (autograder/checks/<lab>.py), else the rules its CellSpec declares, else the grade id in words
+    (`cell_rules` lists every rule).
     """
     sources = _source_cells(course, lab, name or lab)
     docs = _lab_docs(course, lab)
+    declared = _spec_rules(lab)
     out: dict[str, tuple[str, str]] = {}
     part = ""
     for cell in release_nb.get("cells", []):
@@ -176,6 +178,7 @@ def describe_cells(course: Path, lab: str, release_nb: dict, name: str | None = 
         m = re.search(r"_checks\.(check_\w+)\(", sources.get(gid, ""))
         if m and m.group(1) in docs:
             what = docs[m.group(1)][0]
+        what = what or " ".join(declared.get(gid, []))  # a check without a docstring: the rules it declares
         out[gid] = (part or "Test", what or gid.removeprefix("test_").replace("_", " "))
     return out
 
@@ -346,7 +349,7 @@ def student_view(nb: dict, verdicts: dict[str, str], scores: dict[str, float], l
             msgs = cell_messages(verdicts.get(gid, ""), problems, gid)
             cells.append(_raw(
                 f'<div class="speclab-test{"" if ok else " fail"}" id="{html.escape(gid)}"><b>{html.escape(part)}</b>'
-                f" &mdash; {html.escape(what)} <span style='float:right' class='{'speclab-ok' if ok else 'speclab-fail'}'>"
+                f" &mdash; {_inline(what)} <span style='float:right' class='{'speclab-ok' if ok else 'speclab-fail'}'>"
                 f"{got:g} / {pts:g} points</span>"
                 + "".join(f'<div class="msg">{message_html(m)}</div>' for m in msgs if m) + "</div>"))
         elif cell.get("cell_type") == "code":

@@ -39,17 +39,23 @@ def lower_of(name: str, nbgrader: dict[str, float], opinions: dict[str, Opinion]
     have a second opinion; judged: the cells whose opinion is the grader's own verdict (the others
     come from the clean re-run); deferred: the cells whose check nbgrader's run left to the grader.
     A note says first what lowered the cell, then gives the check's message whole (`capped` only
-    against abuse): the feedback page shows its first line and folds the rest.
+    against abuse): the feedback page shows its first line and folds the rest. A cell that nbgrader
+    already scored 0 (its visible test failed) keeps the message of a hidden check it left to the
+    grader, which failed too: that message says what was expected and what came back.
     """
     scores, notes = dict(nbgrader), []
     for gid, score in nbgrader.items():
         if gid not in opinions:
             continue
         ok, err = opinions[gid]
-        if score <= 0 or ok:
+        if ok:
+            continue
+        err = capped(err)
+        if score <= 0:
+            if gid in judged and gid in deferred:  # the visible test failed too: the hidden check's message still teaches
+                notes.append(f"{name}.ipynb {gid}: {err}")
             continue
         scores[gid] = 0.0
-        err = capped(err)
         if gid in judged and gid in deferred:  # nbgrader left this check to the grader: its message is the reason
             notes.append(f"{name}.ipynb {gid}: {err}")
         elif gid in judged:

@@ -27,6 +27,15 @@ def test_lower_of_never_raises_a_score():
     assert scores == {"a": 0.0} and notes == []
 
 
+def test_a_hidden_checks_message_is_kept_when_the_visible_test_failed_too():
+    """nbgrader scored the cell 0 (its visible test failed) and the hidden check, left to the grader,
+    failed as well: the score stays 0 and the student still reads the hidden check's message."""
+    opinions = {"a": (False, "AssertionError: scale(v, c): expected [0, -3], got [0, 1]"), "b": (False, "x")}
+    scores, notes = lower_of("lab", {"a": 0.0, "b": 0.0}, opinions, judged={"a", "b"}, deferred={"a"})
+    assert scores == {"a": 0.0, "b": 0.0}
+    assert notes == ["lab.ipynb a: AssertionError: scale(v, c): expected [0, -3], got [0, 1]"]  # b ran in nbgrader too
+
+
 @pytest.mark.parametrize("judged, deferred, starts", [
     ({"x"}, {"x"}, "lab.ipynb x: AssertionError: why"),  # the check ran only in the grader: its message is the note
     ({"x"}, set(), "lab.ipynb x: passed inside the notebook but fails the grader's own check, 0 points. "),
