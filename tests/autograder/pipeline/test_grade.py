@@ -236,3 +236,97 @@ def test_normalise_restores_the_release_skeleton(graded, what):
     assert fixed["cells"][4]["source"] == [c for c in rel["cells"] if c["id"] == "test_add"][0]["source"]
     assert "".join(fixed["cells"][3]["source"]) == "x = 1"
     assert len(lines) == 1 and what in lines[0]
+
+
+# ----------------------------------------------------------------------------- messages and timings, whole way
+# A lab like tiny whose scale check also "times": it calls timing.undecided for a scale that does not halve
+# [2.0] at c = 0.5 (HALF's), as a timed check does when its sign test cannot decide, and fails such a scale
+# with a message of some 5000 characters. Written here under a name of its own (tinytimed), so that it
+# never meets the tiny lab's module in this process.
+TIMED_LAB = "tinytimed"
+TIMED_NOTE = "no clear verdict after 7 paired rounds (median 1.9x against the 2x bar)"
+TIMED_CHECKS = f'''
+import numpy as np
+
+from . import CellSpec, Rule, defer_to_grader, timing
+
+R_ADD = Rule("add", "`add(a, b)` returns a + b.")
+R_SCALE = Rule("scale", "`scale(v, c)` returns the array v times c.")
+R_SPEED = Rule("scale speed", "`scale` is timed against a loop; a timing that cannot decide costs nothing.")
+
+
+def check_add(add):
+    """add(a, b) returns a + b."""
+    got = add(-4, 2.5)
+    assert got == -1.5, f"add(-4, 2.5): expected -1.5, got {{got}}"
+
+
+def check_scale(scale):
+    """scale(v, c) returns the array v times c."""
+    if not np.array_equal(scale(np.array([2.0]), 0.5), [1.0]):
+        timing.undecided({TIMED_NOTE!r})
+    got = np.ravel(scale(np.arange(300), -3))
+    assert np.array_equal(got, np.arange(300) * -3), "scale(np.arange(300), -3) differs from v * c. " + "; ".join(
+        f"entry {{i}}: expected {{-3 * i}}, got {{g}}" for i, g in enumerate(got))
+
+
+CELLS = [CellSpec("test_add", 1, 2, check_add, ("add",), rules=(R_ADD,)),
+         CellSpec("test_scale", 1, 3, check_scale, ("scale",), rules=(R_SCALE, R_SPEED))]
+
+defer_to_grader(globals())
+'''
+
+
+@pytest.fixture(scope="module")
+def timed(tmp_path_factory):
+    from autograder import checks
+    from autograder.authoring import labs
+
+    base = tmp_path_factory.mktemp("timed")
+    lab_checks = base / "lab_checks"
+    lab_checks.mkdir()
+    (lab_checks / f"{TIMED_LAB}.py").write_text(TIMED_CHECKS)
+    checks.add_folder(lab_checks)
+    course = base / "course"
+    (course / "solutions" / TIMED_LAB).mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text(F.CONFIG.replace('"tiny"', repr(TIMED_LAB))
+                                               .replace(repr(str(F.TINY)), repr(str(lab_checks))))
+    (course / "solutions" / TIMED_LAB / f"{TIMED_LAB}.md").write_text(
+        F.SOURCE_MD.read_text().replace("import tiny as _checks", f"import {TIMED_LAB} as _checks"))
+    labs.build(TIMED_LAB, root=course)
+    cfg = Config(TIMED_LAB, base / "subs", base / "out", course, workers=2, limits=LIMITS, lab_checks=(lab_checks,))
+    build_template(cfg)
+    rel = nbformat.read(cfg.out / "template" / "labs" / TIMED_LAB / f"{TIMED_LAB}.ipynb", as_version=4)
+    for student, solution in (("clear", F.SOLUTION), ("unclear", F.HALF)):
+        d = base / "subs" / student / TIMED_LAB
+        d.mkdir(parents=True)
+        nbformat.write(F.student(rel, solution), d / f"{TIMED_LAB}.ipynb")
+    results = {r["student"]: r for r in grade_class(cfg, progress=False)}
+    return cfg, results
+
+
+def test_an_undecided_timing_reaches_the_csv_the_summary_and_the_page(timed):
+    cfg, results = timed
+    assert (results["clear"]["score"], results["unclear"]["score"]) == (FULL, HALF_PTS)  # undecided: no points taken
+    assert results["unclear"]["timing"] == {TIMED_LAB: {"test_scale": [TIMED_NOTE]}}
+    assert not results["clear"]["timing"] and results["clear"]["problems"] == []
+    with open(cfg.out / "grades.csv") as f:
+        assert {row["student"]: row["timing"] for row in csv.DictReader(f)} == {
+            "clear": "", "unclear": "test_scale: undecided"}
+    text = summary(cfg, build_template(cfg), list(results.values()))
+    assert f"  unclear: {TIMED_LAB}.ipynb test_scale: {TIMED_NOTE}" in text.splitlines()
+    assert "clear:" not in text.replace("unclear:", "")
+    page = (cfg.out / "feedback" / "unclear" / TIMED_LAB / f"{TIMED_LAB}.html").read_text()
+    row = page[page.index('href="#test_scale"'):]
+    assert TIMED_NOTE in row[:row.index("</tr>")]  # in the cell's row
+    assert TIMED_NOTE not in (cfg.out / "feedback" / "clear" / TIMED_LAB / f"{TIMED_LAB}.html").read_text()
+
+
+def test_the_hidden_checks_long_message_reaches_the_page_whole(timed):
+    cfg, results = timed
+    page = (cfg.out / "feedback" / "unclear" / TIMED_LAB / f"{TIMED_LAB}.html").read_text()
+    cell = page[page.index('id="test_scale"'):]
+    cell = cell[:cell.index("</div></div>")]
+    assert "scale(np.arange(300), -3) differs from v * c." in cell.split("<details>")[0]  # in view
+    assert "entry 299: expected -897, got 299" in cell.split("<details>", 1)[1]  # the detail, folded, not dropped
+    assert any(len(p) > 5000 for p in results["unclear"]["problems"])
