@@ -22,8 +22,8 @@ import sys
 
 from autograder.checks.calls import fresh
 from autograder.inside.protect import CellTimeout, Shell, cell_timer, restore, snapshot
-from autograder.inside.wire import (MAX_LINE, REF_SOURCES, Unportable, decode, encode, global_states, moved_since,
-                                    rng_states)
+from autograder.inside.wire import (MAX_LINE, REF_SOURCES, Unportable, decode, encode, error_of, global_states,
+                                    moved_since, rng_states)
 
 
 def serve(nb_path: str, cell_timeout: int) -> int:
@@ -132,7 +132,7 @@ def _serve_call(req: dict, ns: dict, resolve) -> dict:
     except CellTimeout:
         return {"id": req.get("id"), "error": ["TimeoutError", "no result within the time limit"]}
     except BaseException as err:  # noqa: BLE001 - the student's exception is the result
-        return {"id": req.get("id"), "error": [type(err).__name__, str(err)[:2000]]}
+        return {"id": req.get("id"), "error": error_of(err)}
 
 
 def _serve_each(req: dict, ns: dict, resolve) -> dict:
@@ -168,7 +168,7 @@ def _serve_each(req: dict, ns: dict, resolve) -> dict:
     except CellTimeout:
         error = ["TimeoutError", "no result within the time limit"]
     except BaseException as err:  # noqa: BLE001 - the student's exception is the result
-        error = [type(err).__name__, str(err)[:2000]]
+        error = error_of(err)
     try:
         msg = {"id": req.get("id"), "values": [encode(v) for v in done], "rngs": rng_states(shared),
                "moved": moved_since(before) if before else []}

@@ -10,6 +10,8 @@ exists in the grader.
 from __future__ import annotations
 
 import base64
+import builtins
+import collections.abc
 import dataclasses
 import importlib
 import sys
@@ -23,6 +25,18 @@ DTYPE_KINDS = "biufc"  # numeric numpy dtypes only: no objects, no pickles
 
 class Unportable(TypeError):
     """A value the grader does not send to (or accept from) the sandbox."""
+
+
+# ----------------------------------------------------------------------------- errors
+def error_of(err: BaseException) -> list[str]:
+    """An exception as it crosses: [name of its nearest built-in class, message]. A student's own
+    `class BadInput(ValueError)` crosses as a ValueError (its message names the class), so a check
+    expecting ValueError sees one, as it would in the notebook itself."""
+    base = next((c for c in type(err).__mro__ if getattr(builtins, c.__name__, None) is c), Exception)
+    text = str(err)[:2000]
+    if base is not type(err):
+        text = f"{type(err).__name__}: {text}"
+    return [base.__name__, text]
 
 
 # ----------------------------------------------------------------------------- plain values
@@ -55,6 +69,10 @@ def encode(x, refs: dict | None = None, depth: int = 0):
     if isinstance(x, (list, tuple)):
         items = [encode(v, refs, depth + 1) for v in x]
         return items if isinstance(x, list) else {"__tuple__": items}
+    if isinstance(x, collections.abc.Sequence) and not isinstance(x, (bytes, bytearray, memoryview)):
+        # any other sequence (a deque, a range, an array.array) arrives as the list of its items, as
+        # nbgrader itself would accept it
+        return [encode(v, refs, depth + 1) for v in x]
     if isinstance(x, dict):
         if not all(isinstance(k, str) for k in x):
             raise Unportable("dict with non-string keys")

@@ -254,3 +254,32 @@ def test_harness_stops_after_the_last_graded_cell(tmp_path):
     finally:
         s.close()
     assert (scratch / "before").exists() and not (scratch / "after").exists()
+
+
+class BadInput(ValueError):
+    """A student's own error class."""
+
+
+class Odd(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("err", "want"), [
+    (BadInput("p sums to 0.9"), ["ValueError", "BadInput: p sums to 0.9"]),  # crosses as its built-in base
+    (ValueError("plain"), ["ValueError", "plain"]),
+    (KeyError("k"), ["KeyError", "'k'"]),
+    (Odd("x"), ["Exception", "Odd: x"]),  # no built-in base but Exception itself
+])
+def test_an_exception_crosses_as_its_nearest_built_in_class(err, want):
+    assert wire.error_of(err) == want
+    with pytest.raises(getattr(__import__("builtins"), want[0])):
+        judge.Harness._raise(want)  # the grader raises that class, so a check expecting ValueError sees one
+
+
+def test_any_sequence_crosses_as_a_list_and_bytes_do_not():
+    import collections
+
+    assert wire.decode(wire.encode(collections.deque([2, 0, 1]))) == [2, 0, 1]
+    assert wire.decode(wire.encode(range(3))) == [0, 1, 2]
+    with pytest.raises(wire.Unportable):
+        wire.encode(b"\x00\x01")
