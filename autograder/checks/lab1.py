@@ -147,6 +147,8 @@ def bad_inputs() -> dict[str, tuple[object, object]]:
     ok = np.array([0.2, 0.3, 0.5])
     return {
         "a negative entry in p": (np.array([-0.1, 0.6, 0.5]), ok),
+        # clipping it to 0 would leave a valid-looking sum (1 + 1e-8): only a refusal passes
+        "an entry of -1e-8 in q": (ok, np.array([-1e-8, 0.5, 0.5 + 1e-8])),
         "a NaN in q": (ok, np.array([0.2, np.nan, 0.8])),
         "an infinite entry in p": (np.array([np.inf, 0.5, 0.5]), ok),
         "p sums to 0.9": (np.array([0.2, 0.2, 0.5]), ok),
