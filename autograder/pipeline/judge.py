@@ -39,6 +39,8 @@ from autograder.inside.wire import (CACHE_BYTES, MAX_LINE, REF_SOURCES, Unportab
                                     set_rng)
 from autograder.sandbox import no_links, scratch_path
 
+from .results import NOT_REACHED
+
 
 class HarnessGone(BaseException):
     """The student's harness died, hung or broke the protocol (BaseException: checks cannot catch it)."""
@@ -400,7 +402,7 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
         session.close()
         shutil.rmtree(scratch, ignore_errors=True)
     for gid in (cells & set(specs)) - set(judged) - unportable:
-        judged[gid] = (False, f"not reached ({gone})")
+        judged[gid] = (False, f"{NOT_REACHED} ({gone})")
     return judged, (cells - set(specs)) | unportable, undecided
 
 

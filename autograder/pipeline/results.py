@@ -29,6 +29,7 @@ from autograder.inside.recheck import capped
 from autograder.sandbox import no_links
 
 Opinion = tuple[bool, str]  # (passed, why not)
+NOT_REACHED = "not reached"  # how the grader's verdict starts for a cell its harness never got to (judge.py)
 
 
 def lower_of(name: str, nbgrader: dict[str, float], opinions: dict[str, Opinion], judged: set[str],
@@ -52,7 +53,9 @@ def lower_of(name: str, nbgrader: dict[str, float], opinions: dict[str, Opinion]
             continue
         err = capped(err)
         if score <= 0:
-            if gid in judged and gid in deferred:  # the visible test failed too: the hidden check's message still teaches
+            # the visible test failed too: the hidden check's own message still teaches (a cell the
+            # harness never reached has no such message, and nbgrader's run already says why)
+            if gid in judged and gid in deferred and not err.startswith(NOT_REACHED):
                 notes.append(f"{name}.ipynb {gid}: {err}")
             continue
         scores[gid] = 0.0

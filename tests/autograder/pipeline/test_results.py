@@ -34,6 +34,9 @@ def test_a_hidden_checks_message_is_kept_when_the_visible_test_failed_too():
     scores, notes = lower_of("lab", {"a": 0.0, "b": 0.0}, opinions, judged={"a", "b"}, deferred={"a"})
     assert scores == {"a": 0.0, "b": 0.0}
     assert notes == ["lab.ipynb a: AssertionError: scale(v, c): expected [0, -3], got [0, 1]"]  # b ran in nbgrader too
+    _, notes = lower_of("lab", {"a": 0.0}, {"a": (False, "not reached (the notebook's process ended)")},
+                        judged={"a"}, deferred={"a"})
+    assert notes == []  # no check ran: nothing to teach, and nbgrader's run says why
 
 
 @pytest.mark.parametrize("judged, deferred, starts", [
