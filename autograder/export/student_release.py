@@ -327,18 +327,29 @@ def build_release(course: Path, dest: Path) -> tuple[Path, Path]:
 
 # ------------------------------------------------------------- graded answers by what they do
 # `leaks` finds answers by their text and GRADED_ANSWERS by their names; `answers_in` finds them by what
-# they do: each public function of a package goes, in place of one student function, through the hidden
-# check of every graded cell, the other slots holding the reference solution. A check that passes
-# with it (and fails with the released stub there, so it does look at that slot) is an answer handed out.
-# Deterministic checks try every function whose signature takes the reference's positional arguments;
-# statistical and timed ones, which take seconds to minutes a call, only those whose name shares a word
-# with the student's function. Every call has a time limit.
+# they do. A student function is examined by one or more graded cells (Lab 1's residual_distribution by
+# test_residual_distribution and test_input_validation). Each public function of a package takes the
+# student function's place in all of them, the other slots holding the reference solution; one that
+# passes every cell that looks at that slot (a cell whose check passes with the released stub there does
+# not look) could be handed in as it is: an answer. Passing some cells only is not (theory.acceptance_rate
+# rejects bad input as residual_distribution must, and is no residual); those are reported as notes.
+# Deterministic checks come first and try every function whose signature takes the reference's
+# positional arguments; the statistical and timed ones, seconds to minutes a call, try a function only
+# once it has passed a deterministic cell, or, for a student function with timed cells only, if their
+# names share a word. The check's first call of the student function is read once (the check stops
+# there): a function that cannot take its arguments, or raises on them where the reference returns (or
+# the other way round), fails that check without running it; a check that passes a function raising
+# on a call the reference answers is the one case this screen could miss. Every call has a time limit.
 DETERMINISTIC_LIMIT_S = 20.0
 SLOW_LIMIT_S = 60.0
 
 
 class _Late(BaseException):
     """A check ran past its time limit (a BaseException: checks catch Exception)."""
+
+
+class _Recorded(BaseException):
+    """Stops a check at its first call of the student function (see _first_call)."""
 
 
 def _released_stub(*args, **kwargs):
@@ -374,6 +385,73 @@ def _verdict(check, args: list, limit_s: float) -> str:
         signal.signal(signal.SIGALRM, previous)
 
 
+class _FirstCall:
+    """A check's first call of the student function: its arguments (a copy, taken before the call) and
+    whether the reference raised on them. None of it when the arguments cannot be copied."""
+
+    def __init__(self, args: tuple, kwargs: dict, raised: bool):
+        self.args, self.kwargs, self.raised = args, kwargs, raised
+
+    def same_outcome(self, fn, limit_s: float) -> bool:
+        """Does fn, on a copy of these arguments, raise where the reference raised and return where it returned?"""
+        import contextlib
+        import copy
+        import io
+        import signal
+        import warnings
+
+        try:
+            args, kwargs = copy.deepcopy((self.args, self.kwargs))
+        except Exception:  # noqa: BLE001 - what cannot be copied is not screened
+            return True
+
+        def ring(signum, frame):
+            raise _Late()
+
+        previous = signal.signal(signal.SIGALRM, ring)
+        signal.setitimer(signal.ITIMER_REAL, limit_s)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                    warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fn(*args, **kwargs)
+            raised = False
+        except _Late:
+            return True  # undecided here: the check decides
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # noqa: BLE001
+            raised = True
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        return raised == self.raised
+
+
+def _first_call(check, args: list, slot: int, limit_s: float) -> _FirstCall | None:
+    """check's first call of args[slot] (the reference, which answers it; the check stops right after),
+    or None if the check makes no such call."""
+    import copy
+
+    reference_fn, seen = args[slot], []
+
+    def record(*a, **k):
+        try:
+            saved = copy.deepcopy((a, k))
+        except Exception:  # noqa: BLE001
+            saved = None
+        try:
+            reference_fn(*a, **k)
+            raised = False
+        except Exception:  # noqa: BLE001
+            raised = True
+        seen.append(None if saved is None else _FirstCall(*saved, raised))
+        raise _Recorded()
+
+    _verdict(check, args[:slot] + [record] + args[slot + 1:], limit_s)
+    return seen[0] if seen else None
+
+
 def _public_functions(package: Path, modules: tuple[str, ...] | None) -> dict[str, object]:
     """'module.name' -> function, for each public function that package's modules define themselves.
 
@@ -402,14 +480,18 @@ def _public_functions(package: Path, modules: tuple[str, ...] | None) -> dict[st
     return found
 
 
-def _takes(fn, n_positional: int) -> bool:
+def _binds(fn, args: tuple, kwargs: dict) -> bool:
     import inspect
 
     try:
-        inspect.signature(fn).bind(*range(n_positional))
+        inspect.signature(fn).bind(*args, **kwargs)
     except (TypeError, ValueError):
         return False
     return True
+
+
+def _takes(fn, n_positional: int) -> bool:
+    return _binds(fn, tuple(range(n_positional)), {})
 
 
 def _required_positional(fn) -> int:
@@ -423,10 +505,17 @@ def _words(name: str) -> set[str]:
     return {w for w in re.split(r"[^a-z]+", name.lower()) if len(w) >= 4}
 
 
-def answers_in(package: Path, labs: tuple[str, ...], modules: tuple[str, ...] | None = None) -> list[str]:
-    """Each function of package (a speclab folder) that passes a hidden check in place of a student's
-    function: 'lab grade_id: module.function passes as student_function'. Runs the checks in this
-    process (SIGALRM limits each call: call it from a main thread, in a process of its own)."""
+def _is_slow(cell) -> bool:
+    """A statistical or timed check: seconds to minutes a call."""
+    return cell.cases is not None or getattr(cell.check, "randomised", False)
+
+
+def answers_in(package: Path, labs: tuple[str, ...], modules: tuple[str, ...] | None = None,
+               slack: float = 1.0, notes: list[str] | None = None) -> list[str]:
+    """Each function of package (a speclab folder) that passes every hidden check of a student function
+    in its place: 'lab: module.function passes as student_function (cells)'. Functions passing some of
+    those checks only are appended to notes. Runs the checks in this process (SIGALRM limits each call:
+    call it from a main thread, in a process of its own); slack multiplies the time limits."""
     import importlib
     import os
 
@@ -434,28 +523,58 @@ def answers_in(package: Path, labs: tuple[str, ...], modules: tuple[str, ...] | 
     from autograder.checks import DEFER_ENV
 
     os.environ.pop(DEFER_ENV, None)  # every check runs here, none is left to a grader
+    notes = [] if notes is None else notes
     candidates = _public_functions(Path(package), modules)
     found = []
     for lab in labs:
         ref = reference.load(lab)
+        examined: dict[str, list[tuple[object, int]]] = {}  # student function -> (cell, slot) of its checks
         for cell in importlib.import_module(f"autograder.checks.{lab}").CELLS:
-            slow = cell.cases is not None or getattr(cell.check, "randomised", False)
-            for slot, student_name in enumerate(cell.args):
-                args = [getattr(ref, name) for name in cell.args]
-                n_args = _required_positional(args[slot])
-                control = None  # the check's verdict with the released stub in this slot, when needed
-                for qualified, fn in candidates.items():
-                    if not _takes(fn, n_args) or (slow and not _words(qualified) & _words(student_name)):
-                        continue
-                    limit = SLOW_LIMIT_S if slow else DETERMINISTIC_LIMIT_S
-                    verdict = _verdict(cell.check, args[:slot] + [fn] + args[slot + 1:], limit)
+            for slot, name in enumerate(cell.args):
+                examined.setdefault(name, []).append((cell, slot))
+        for name, uses in examined.items():
+            uses.sort(key=lambda use: _is_slow(use[0]))  # quick cells first
+            n_args = _required_positional(getattr(ref, name))
+            only_slow = all(_is_slow(cell) for cell, _ in uses)
+            looks: dict[str, bool] = {}  # grade id -> whether the check fails with the released stub there
+            shapes: dict[str, _FirstCall | None] = {}  # grade id -> the check's first call of the slot
+
+            def run(cell, slot, fn) -> str:
+                args = [getattr(ref, arg) for arg in cell.args]
+                limit = slack * (SLOW_LIMIT_S if _is_slow(cell) else DETERMINISTIC_LIMIT_S)
+                if fn is not _released_stub:  # a function that cannot take the check's first call fails it
+                    if cell.grade_id not in shapes:
+                        shapes[cell.grade_id] = _first_call(cell.check, args, slot, limit)
+                    first = shapes[cell.grade_id]
+                    if first is not None and (not _binds(fn, first.args, first.kwargs)
+                                              or not first.same_outcome(fn, limit)):
+                        return "fail"
+                args[slot] = fn
+                return _verdict(cell.check, args, limit)
+
+            for qualified, fn in candidates.items():
+                if not _takes(fn, n_args) or (only_slow and not _words(qualified) & _words(name)):
+                    continue
+                passed, late, failed = [], [], None
+                for cell, slot in uses:
+                    if _is_slow(cell) and not passed and not only_slow:
+                        failed = cell.grade_id  # not tried: it passed no quick cell
+                        break
+                    verdict = run(cell, slot, fn)
+                    if verdict != "fail":
+                        if cell.grade_id not in looks:
+                            looks[cell.grade_id] = run(cell, slot, _released_stub) == "fail"
+                        if not looks[cell.grade_id]:
+                            continue  # this check does not look at the slot
                     if verdict == "fail":
-                        continue
-                    if control is None:
-                        control = _verdict(cell.check, args[:slot] + [_released_stub] + args[slot + 1:], limit)
-                    if control == "fail":  # the check does look at this slot
-                        how = "passes" if verdict == "pass" else f"runs past {limit:.0f} s (not ruled out)"
-                        found.append(f"{lab} {cell.grade_id}: {qualified} {how} as {student_name}")
+                        failed = cell.grade_id
+                        break
+                    (passed if verdict == "pass" else late).append(cell.grade_id)
+                if failed is None and (passed or late):
+                    how = f" (ran past its time limit in {', '.join(late)}: not ruled out)" if late else ""
+                    found.append(f"{lab}: {qualified} passes as {name} ({', '.join(passed + late)}){how}")
+                elif passed:
+                    notes.append(f"{lab}: {qualified} passes {', '.join(passed)} as {name}, fails {failed}")
     return found
 
 
@@ -467,6 +586,8 @@ if __name__ == "__main__":  # python -m autograder.export.student_release answer
     course_root = Path(__file__).resolve().parents[2]
     lab_names = tuple(sys.argv[3:]) or tuple(sorted(p.parent.name for p in (course_root / "solutions").glob("*/*.md")
                                                      if p.stem == p.parent.name))
-    hits = answers_in(Path(sys.argv[2]), lab_names)
+    partial: list[str] = []
+    hits = answers_in(Path(sys.argv[2]), lab_names, notes=partial)
+    print("\n".join(f"note: {n}" for n in partial), file=sys.stderr)
     print(json.dumps(hits))
     sys.exit(1 if hits else 0)
