@@ -53,7 +53,7 @@ DECODE_NEW = 128  # tokens generated per timed call
 VERIFY_CALLS = 16  # forwards per timed call when measuring c_verify(k)
 DECODE_BUDGET_S = 45.0  # seconds of timed rounds after which no new look starts
 DECODE_HARD_LIMIT_S = 150.0  # never time longer
-DECODE_PROMPT = {"n": 1, "length": 32, "seed": 5}  # speclab.data.heldout_windows(**DECODE_PROMPT)[0]
+DECODE_PROMPT = {"n_windows": 1, "length": 32, "seed": 5}  # speclab.data.heldout_windows(**DECODE_PROMPT)[0]
 
 
 def thresholds(n: int, alpha: float = ALPHA_LOOK) -> tuple[int, int]:
@@ -191,7 +191,8 @@ class SpeedResult:
     def summary(self, what: str) -> str:
         words = {"pass": "clearly at or above the bar: the grader would give the point(s)",
                  "fail": "clearly below the bar: the grader would take the point(s)",
-                 "inconclusive": "not clear either way: the grader would take no point(s) and say so"}
+                 "inconclusive": "not clear either way: the grader would keep your point(s) and say so in your "
+                                 "feedback (a timing it cannot decide costs nothing)"}
         return (f"{what}: median {self.median:.2f}x over {len(self.ratios)} paired rounds, bar {self.bar:g}x; "
                 f"{words[self.verdict]}" + (f" ({self.note})" if self.note else ""))
 

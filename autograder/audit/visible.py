@@ -47,9 +47,10 @@ def digest(lab: str) -> str:
     return h.hexdigest()[:16]
 
 
-def graded_failures(nb: nbformat.NotebookNode) -> dict[str, str]:
+def graded_failures(nb: nbformat.NotebookNode, every_cell: bool = False) -> dict[str, str]:
     """Run the notebook's code cells in order in one namespace; grade id -> first line of the error, for
-    every graded test cell that raised (a cell after a failing one still runs, as in Jupyter)."""
+    every graded test cell that raised (a cell after a failing one still runs, as in Jupyter); with
+    every_cell, for every cell that raised (the reference must run clean from top to bottom)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,8 +66,9 @@ def graded_failures(nb: nbformat.NotebookNode) -> dict[str, str]:
         except BaseException as err:  # noqa: BLE001 - a student's cell may raise anything
             if isinstance(err, KeyboardInterrupt):
                 raise
-            if meta.get("grade"):
-                failures[meta["grade_id"]] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            if meta.get("grade") or every_cell:
+                failures[meta.get("grade_id", "?")] = (f"{type(err).__name__}: "
+                                                       f"{str(err).splitlines()[0] if str(err) else ''}")
     import matplotlib.pyplot as plt
 
     plt.close("all")
@@ -74,7 +76,8 @@ def graded_failures(nb: nbformat.NotebookNode) -> dict[str, str]:
 
 
 def audit(lab: str, only: list[str] | None = None, progress: bool = True) -> dict:
-    """The report: the reference's failing visible cells (none expected) and each mutant's."""
+    """The report: the reference's failing cells, any cell (none expected), and each mutant's failing
+    graded cells."""
     import importlib
 
     from autograder.audit.mutants import make_submission
@@ -85,7 +88,7 @@ def audit(lab: str, only: list[str] | None = None, progress: bool = True) -> dic
     os.environ["NBGRADER_EXECUTION"] = "autograde"  # the notebook's own sweeps shrink, as under the grader
     try:
         start = time.monotonic()
-        reference = graded_failures(make_submission(lab, release))
+        reference = graded_failures(make_submission(lab, release), every_cell=True)
         rows = []
         for m in catalog:
             if only and m.name not in only:

@@ -68,7 +68,7 @@ def rules_block(specs: list[CellSpec]) -> str:
     """The comment that opens a solution cell: every rule of every graded cell that calls its functions."""
     lines = [RULES_HEAD]
     for spec in specs:
-        lines.append(f"# {spec.grade_id} ({spec.points} point{'s' if spec.points != 1 else ''}):")
+        lines.append(f"# {spec.grade_id} (Part {spec.part}, {spec.points} point{'s' if spec.points != 1 else ''}):")
         for rule in spec.rules:
             lines += textwrap.wrap(rule.text, width=100, initial_indent="#   - ", subsequent_indent="#     ",
                                    break_on_hyphens=False, break_long_words=False)

@@ -45,7 +45,8 @@ R_NO_RESIDUAL = Rule("no residual", "`residual_distribution(p, q)` raises `Value
                      "(the residual has no mass).")
 R_VALIDATE = Rule("validate", "`acceptance_prob` and `residual_distribution` raise `ValueError` when p or q is "
                   "not a probability vector (not 1-D, empty, different lengths, a negative, NaN or infinite "
-                  "entry, or a sum more than TOL = 1e-6 away from 1), and accept a sum within 1e-9 of 1; "
+                  "entry, however small, or a sum further than TOL = 1e-6 from 1), and accept a vector whose "
+                  "sum is within TOL of 1 as it is; "
                   "`acceptance_prob` raises `ValueError` (or `TypeError`, `IndexError`) for a token x that is "
                   "not an integer in [0, V).")
 R_SAMPLER_RNG = Rule("sampler rng", "`speculative_sample` takes every random number from `rng`: two calls with "
@@ -59,8 +60,8 @@ R_SAMPLER_LAW = Rule("sampler law", "`speculative_sample(p, q, rng)` returns a t
 R_BLOCK_RNG = Rule("block rng", "`verify_block` takes every random number from `rng`: generators seeded alike "
                    "give the same output, and the global `np.random` state is never touched.")
 R_BLOCK_REFUSE = Rule("block refuses", "`verify_block` raises `ValueError` when k = 0, when a drafted token is "
-                      "outside the vocabulary, when a row it uses is not a probability vector, or when the shapes "
-                      "are not (k,), (k + 1, V) and (k, V).")
+                      "outside the vocabulary, when a row of `p_rows` or `q_rows` is not a probability vector, or "
+                      "when the shapes are not (k,), (k + 1, V) and (k, V).")
 R_BLOCK_SHAPE = Rule("block shape", "`verify_block` returns (tokens, n_accepted): the accepted drafts, then "
                      "exactly one more token (a residual draw from row i after a rejection at position i, or "
                      "the bonus token from `p_rows[k]` after k acceptances), and n_accepted, the number of "

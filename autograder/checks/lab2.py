@@ -52,9 +52,10 @@ R_ROLLBACK = Rule("rollback", "`speculative_decode` returns `max_new_tokens` new
                   "and calls `on_step(target_cache, draft_cache, seq)` after every step; then both caches hold "
                   "exactly `len(seq) - 1` positions, whose K and V equal a fresh prefill of those tokens "
                   "(within 1e-4).")
-R_SAMPLING_RNG = Rule("sampling rng", "`speculative_decode` takes every random number from `generator`: two runs "
-                      "with generators seeded alike return the same tokens, and the global torch and numpy random "
-                      "states are never touched.")
+R_SAMPLING_RNG = Rule("sampling rng", "Called with a `generator`, `speculative_decode` takes every random number "
+                      "from it: two runs with generators seeded alike return the same tokens, and the global torch "
+                      "and numpy random states are never touched (with `generator=None`, torch's default generator "
+                      "may be used, as `torch.multinomial(..., generator=None)` does).")
 R_K = Rule("k", "`speculative_decode` raises `ValueError` when k < 1.")
 R_SAMPLING_LAW = Rule("sampling law", "Sampled with `temperature`, `top_k` and `top_p`, the tokens of "
                       "`speculative_decode` follow the target's law exactly (tested on a 4-token toy pair whose law "
@@ -356,8 +357,8 @@ def check_speedup(speculative_decode: Callable) -> dict:
     from . import timing
 
     target, draft = shipped_pair()
-    pr = prompts(**{"n": speedtest.DECODE_PROMPT["n"], "length": speedtest.DECODE_PROMPT["length"],
-                    "seed": speedtest.DECODE_PROMPT["seed"]})[0]
+    pr = prompts(speedtest.DECODE_PROMPT["n_windows"], speedtest.DECODE_PROMPT["length"],
+                 speedtest.DECODE_PROMPT["seed"])[0]
     speed, theory = speedtest.decoder_speedup(speculative_decode, target, draft, pr, budget_s=TIMING_BUDGET_S,
                                               hard_limit_s=TIMING_HARD_LIMIT_S, section=timing.timing_lock)
     d = speed.details

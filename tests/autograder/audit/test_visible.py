@@ -15,7 +15,7 @@ def test_committed_report_is_current_and_meets_the_target(lab):
     report = json.loads(visible.report_path(lab).read_text())
     assert report["digest"] == visible.digest(lab), (
         f"stale: run python -m autograder.audit.visible {lab} --write")
-    assert report["reference_failures"] == {}, "the reference fails a visible test"
+    assert report["reference_failures"] == {}, f"the reference fails a cell: {report['reference_failures']}"
     assert report["share"] >= visible.TARGET, [r["name"] for r in report["mutants"] if not r["flagged"]]
     from importlib import import_module
 
@@ -32,6 +32,8 @@ def test_a_failing_graded_cell_is_reported_and_an_ungraded_one_is_not():
         nbformat.v4.new_code_cell("assert x == 1", metadata={"nbgrader": {"grade": True, "grade_id": "test_ok"}}),
     ])
     assert visible.graded_failures(nb) == {"test_x": "AssertionError: expected 2"}
+    assert visible.graded_failures(nb, every_cell=True) == {"demo": "ValueError: demo broke",
+                                                            "test_x": "AssertionError: expected 2"}
 
 
 @pytest.mark.slow

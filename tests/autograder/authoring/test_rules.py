@@ -144,7 +144,7 @@ def test_the_rules_block_wraps_and_heads_the_solution_cell():
     spec = CellSpec("test_x", 1, 2, lambda f: None, ("f",), rules=(rule,))
     block = labs.rules_block([spec])
     assert block.startswith(labs.RULES_HEAD) and all(len(line) <= 100 for line in block.splitlines())
-    assert "# test_x (2 points):" in block
+    assert "# test_x (Part 1, 2 points):" in block
 
 
 # ------------------------------------------------------------------------------ failures name their rule
