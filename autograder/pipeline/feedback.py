@@ -430,6 +430,17 @@ def _stamp(result: dict, graded: Path | None, mathjax: bool) -> str:
     return h.hexdigest()
 
 
+def fallback_page(lab: str, nb_name: str, r: dict, err: Exception) -> str:
+    """A page that says the score and why the full page is missing: what a student gets when their
+    notebook cannot be drawn (the other students' pages are written as usual)."""
+    score, max_score = r.get("score", 0), r.get("max_score", 0)
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(lab)}: feedback</title></head>"
+            f"<body><h1>{html.escape(lab)} / {html.escape(nb_name)}: {score:g} of {max_score:g} points</h1>"
+            f"<p>The detailed page of this notebook could not be drawn ({html.escape(type(err).__name__)}: "
+            f"{html.escape(str(err)[:500])}); your score above is complete. Your instructor has the grader's "
+            f"log.</p></body></html>")
+
+
 def write_feedback(out: Path, course: Path, lab: str, layout: dict, results: list[dict], progress: bool = True) -> int:
     """OUT/feedback/<student>/<lab>/<notebook>.html for every result; pages whose inputs did not
     change are kept. Returns the number of pages written."""
@@ -450,10 +461,17 @@ def write_feedback(out: Path, course: Path, lab: str, layout: dict, results: lis
         return 0
     renderer = Renderer()
     for r, nb_name, graded, page, stamp, key in tqdm(todo, desc="feedback pages", unit="page", disable=not progress):
-        text = render_page(renderer, course, lab, nb_name, r, layout, graded, release_dir / f"{nb_name}.ipynb")
+        try:
+            text = render_page(renderer, course, lab, nb_name, r, layout, graded, release_dir / f"{nb_name}.ipynb")
+        except Exception as err:  # noqa: BLE001 - one page that cannot be drawn never stops the class's feedback
+            text = fallback_page(lab, nb_name, r, err)
+            key = ""  # no stamp: the next run tries the full page again
         page.parent.mkdir(parents=True, exist_ok=True)
         tmp = page.with_suffix(".tmp")
         tmp.write_text(text)
         os.replace(tmp, page)
-        stamp.write_text(key)
+        if key:
+            stamp.write_text(key)
+        else:
+            stamp.unlink(missing_ok=True)
     return len(todo)

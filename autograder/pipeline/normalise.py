@@ -14,6 +14,28 @@ def _gid(cell: dict) -> str | None:
     return meta.get("grade_id") if isinstance(meta, dict) else None
 
 
+def _readable(cell: dict, lines: list[str]) -> dict:
+    """The cell with what nbgrader and the feedback can read: a source that is a string or a list of
+    strings (anything else becomes its text, and a line says so), a cell type Jupyter knows."""
+    source = cell.get("source", "")
+    if isinstance(source, str) and cell.get("cell_type") in ("code", "markdown", "raw"):
+        return cell
+    if isinstance(source, list) and all(isinstance(s, str) for s in source) and \
+            cell.get("cell_type") in ("code", "markdown", "raw"):
+        return cell
+    fixed = copy.deepcopy(cell)
+    if isinstance(source, list):
+        fixed["source"] = "".join(s if isinstance(s, str) else str(s) for s in source)
+    elif not isinstance(source, str):
+        fixed["source"] = "" if source is None else str(source)
+    if fixed.get("cell_type") not in ("code", "markdown", "raw"):
+        fixed["cell_type"] = "raw"
+        fixed.pop("outputs", None)
+        fixed.pop("execution_count", None)
+    lines.append(f"a cell nbgrader could not read (id {str(cell.get('id'))[:40]!r}) was made readable")
+    return fixed
+
+
 def normalise(student_nb: dict, release_nb: dict) -> tuple[dict, list[str]]:
     """The student's notebook rebuilt on the release notebook's skeleton; lines saying what was fixed.
 
@@ -41,6 +63,7 @@ def normalise(student_nb: dict, release_nb: dict) -> tuple[dict, list[str]]:
     for cell in student_nb.get("cells", []):
         if not isinstance(cell, dict):
             continue
+        cell = _readable(cell, lines)
         g = _gid(cell) or id_to_gid.get(cell.get("id"))
         if g in rel_by_gid:
             seen[g] = seen.get(g, 0) + 1

@@ -319,3 +319,51 @@ def test_math_is_typeset_offline_in_chromium(page, tmp_path):
                                count=1, flags=re.S))
     bare = rendered(stripped)
     assert bare.mjx == 0 and RAW_TEX.findall(" ".join(bare.text))
+
+
+def test_a_page_that_cannot_be_drawn_gets_a_short_page_and_the_others_are_written(tmp_path, monkeypatch):
+    """One notebook the renderer chokes on costs its student the detailed page only (a short page says the
+    score and why), never the class's feedback; the next run tries that page again."""
+    from autograder.checks.lab1 import CELLS
+    from autograder.pipeline import feedback
+
+    layout = {c.grade_id: float(c.points) for c in CELLS}
+    nb, result = _graded(layout)
+    (tmp_path / "template" / "labs" / LAB).mkdir(parents=True)
+    shutil.copyfile(ROOT / "labs" / LAB / f"{LAB}.ipynb", tmp_path / "template" / "labs" / LAB / f"{LAB}.ipynb")
+    results = []
+    for student in ("ann", "bob", "cid"):
+        graded = tmp_path / "autograded" / student / LAB / f"{LAB}.ipynb"
+        graded.parent.mkdir(parents=True)
+        graded.write_text(json.dumps(nb))
+        results.append({**result, "student": student, "submission_sha256": student})
+    real = feedback.render_page
+
+    def choke_on_bob(renderer, course, lab, nb_name, r, *args):
+        if r["student"] == "bob":
+            raise TypeError("sequence item 3: expected str instance, int found")
+        return real(renderer, course, lab, nb_name, r, *args)
+
+    monkeypatch.setattr(feedback, "render_page", choke_on_bob)
+    assert write_feedback(tmp_path, ROOT, LAB, {LAB: layout}, results, progress=False) == 3
+    pages = {s: (tmp_path / "feedback" / s / LAB / f"{LAB}.html").read_text() for s in ("ann", "bob", "cid")}
+    assert "could not be drawn (TypeError" in pages["bob"] and f"{result['score']:g} of 20 points" in pages["bob"]
+    assert "could not be drawn" not in pages["ann"] and "could not be drawn" not in pages["cid"]
+    monkeypatch.setattr(feedback, "render_page", real)
+    assert write_feedback(tmp_path, ROOT, LAB, {LAB: layout}, results, progress=False) == 1  # bob's, again
+
+
+def test_a_cell_nbgrader_cannot_read_is_made_readable():
+    from autograder.pipeline import normalise
+
+    release = _source_nb()
+    student = copy.deepcopy(release)
+    student["cells"].insert(1, {"cell_type": "markdown", "id": "mine", "metadata": {}, "source": ["# notes\n", 3]})
+    student["cells"].insert(2, {"cell_type": "heading", "id": "old", "metadata": {}, "source": None})
+    fixed, lines = normalise(student, release)
+    sources = {c["id"]: c for c in fixed["cells"]}
+    assert sources["mine"]["source"] == "# notes\n3" and sources["old"]["cell_type"] == "raw"
+    assert sum("could not read" in line for line in lines) == 2
+    import nbformat
+
+    nbformat.validate(nbformat.from_dict(fixed))  # what nbgrader reads
