@@ -1,10 +1,17 @@
-"""`autograder` ships with the package, and `speclab-grade` works from any folder.
+"""The course installs as a package, and so does its student edition.
 
-The package is built into a wheel from a copy of the repository (no build isolation: the
-venv's setuptools, nothing downloaded) and installed with `pip install --target` into a
-folder that is not a course, so the command can only find the course through `--course`,
-SPECLAB_COURSE or the working directory, and must say so when it has none of them.
-"""
+`autograder` ships with the package, and `speclab-grade` works from any folder: the package is
+built into a wheel from a copy of the repository (no build isolation: the venv's setuptools,
+nothing downloaded) and installed with `pip install --target` into a folder that is not a
+course, so the command can only find the course through `--course`, SPECLAB_COURSE or the
+working directory, and must say so when it has none of them.
+
+The student edition (`make student-release`) is installed the way its README says,
+`pip install -e ".[student]"`, into a fresh venv; its dependencies (torch, JupyterLab, ...)
+come from this venv through a .pth file rather than from an index, so nothing is downloaded and
+the course's own `speclab` stays out of sight. Both labs then run there from top to bottom, with
+the reference solutions in place of the stubs: the edition's package, stripped of the graded
+answers, is enough for every cell."""
 from __future__ import annotations
 
 import json
@@ -16,6 +23,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from load import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -101,3 +110,80 @@ def test_fast_nbgrader_command_runs_and_ignores_files_in_its_folder(tmp_path):
         .replace("sys.exit(main())", "print('rfc3987_syntax' in sys.modules and sys.modules['rfc3987_syntax'] is not None)")
     proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.stdout.strip() == "False", proc.stdout + proc.stderr
+
+
+# Runs a notebook with this venv's own python as its kernel (ipykernel's native kernel); argv: the notebook.
+RUN_NOTEBOOK = """
+import sys
+import nbformat
+from nbclient import NotebookClient
+
+nb = nbformat.read(sys.argv[1], as_version=4)
+NotebookClient(nb, timeout=900, kernel_name="python3",
+               resources={"metadata": {"path": sys.argv[2]}}).execute()
+nbformat.write(nb, sys.argv[1])
+"""
+
+
+@pytest.fixture(scope="module")
+def student_venv(tmp_path_factory):
+    """(edition folder, python of a fresh venv holding the edition installed in editable mode)."""
+    import sysconfig
+
+    from autograder.export.student_release import build_release
+
+    base = tmp_path_factory.mktemp("student")
+    folder, _ = build_release(ROOT, base / "dist" / "student")
+    venv = base / "venv"
+    # no pip nor setuptools of its own (ensurepip's setuptools is older than the edition's build needs):
+    # this venv's pip installs into it (--python), the build runs on this venv's setuptools
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True,
+                   timeout=300)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    # this venv's packages, as a plain path: its own .pth files (the course's editable speclab) are not run
+    (Path(purelib) / "course_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index",
+                           "--no-build-isolation", "-e", f"{folder}[student]"], capture_output=True, text=True,
+                          timeout=600, cwd=base)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return folder, python
+
+
+def filled_notebook(folder: Path, lab: str) -> Path:
+    """The edition's notebook of lab with every stub replaced by the reference solution's cell."""
+    import nbformat
+
+    from autograder.authoring.reference import reference_cells
+
+    solved = dict(reference_cells(lab))
+    path = folder / "labs" / lab / f"{lab}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            assert meta["grade_id"] in solved, f"{lab}: no reference for the released cell {meta['grade_id']}"
+            cell.source = solved[meta["grade_id"]]
+    nb.cells.append(nbformat.v4.new_code_cell("import speclab\nprint('speclab from', speclab.__file__)"))
+    out = path.with_name(f"{lab}_solved.ipynb")
+    nbformat.write(nb, out)
+    return out
+
+
+@pytest.mark.parametrize("lab", ["lab1", "lab2"])
+def test_every_cell_of_a_lab_runs_on_the_installed_edition(student_venv, lab):
+    folder, python = student_venv
+    notebook = filled_notebook(folder, lab)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPECLAB_COURSE", "SPECLAB_DEFER_CHECKS")}
+    # the labs' own switch for short sweeps (the grader sets it); JUPYTER_PATH: no kernel of another python
+    env.update(NBGRADER_EXECUTION="autograde", MPLBACKEND="Agg", JUPYTER_PATH=str(python.parents[1] / "share" / "jupyter"),
+               JUPYTER_DATA_DIR=str(folder.parent / "jupyter-data"))
+    proc = subprocess.run([str(python), "-c", RUN_NOTEBOOK, str(notebook), str(notebook.parent)], cwd=notebook.parent,
+                          env=env, capture_output=True, text=True, timeout=scaled(1200))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    outputs = [out for cell in json.loads(notebook.read_text())["cells"] for out in cell.get("outputs", [])]
+    text = "\n".join(str(out.get("text", "")) for out in outputs)
+    where = text[text.index("speclab from"):].split()[2]
+    assert Path(where).resolve().is_relative_to(folder.resolve()), f"the kernel imported speclab from {where}"
+    assert "IProgress not found" not in text
