@@ -20,8 +20,9 @@ ALLOWED = {
     "autograder.inside": {"autograder.checks", "speclab"},
     "autograder.authoring": {"autograder.checks", "speclab"},
     "autograder.pipeline": {"autograder.inside", "autograder.sandbox", "autograder.checks", "speclab"},
-    "autograder.export": {"autograder.pipeline", "autograder.inside", "autograder.sandbox", "autograder.checks",
-                          "speclab"},
+    # the student edition's answer scan runs the hidden checks beside the reference (never while grading)
+    "autograder.export": {"autograder.pipeline", "autograder.authoring", "autograder.inside", "autograder.sandbox",
+                          "autograder.checks", "speclab"},
     "autograder.audit": {"autograder.pipeline", "autograder.authoring", "autograder.inside", "autograder.sandbox",
                          "autograder.checks", "speclab"},
 }
