@@ -41,29 +41,75 @@ def collect(submissions: Path, lab: str, out: Path) -> dict[str, Path]:
     """student id -> folder holding that student's files for `lab`.
 
     Accepted layouts (folder or zip): nbgrader's `submitted/<student>/<lab>/...`,
-    `<student>/<lab>/...`, `<student>/...`, and flat LMS files `<student>__<name>.ipynb`
-    (everything before the first double underscore is the student id).
+    `<student>/<lab>/...`, `<student>/...`, flat files `<student>__<name>.ipynb` (everything before the
+    first double underscore is the student id), and the downloads of Canvas (flat files) and Moodle
+    (one folder per submission) as they come (autograder/pipeline/lms.py; what they say about each
+    student, late flags included, goes to OUT/lms.json). Anything else, or nothing at all, stops with
+    a message saying what was found and how to lay it out.
     """
+    from . import lms
+
     base = _unpack(Path(submissions), out)
     if (base / "submitted").is_dir():
         base = base / "submitted"
     found: dict[str, Path] = {}
-    flat = sorted(p for p in base.glob("*__*") if p.is_file())
-    for p in flat:
-        student = p.name.split("__", 1)[0]
+    records: dict[str, lms.Record] = {}
+    canvas: dict[str, list] = {}
+    unrecognised = []
+    for p in sorted(p for p in base.iterdir() if p.is_file() and not p.name.startswith(".")):
+        cf = lms.recognise(p.name, {f"{lab}.ipynb"})
+        if cf is not None:
+            canvas.setdefault(cf.student, []).append((cf, p))
+        elif "__" in p.name:
+            student = p.name.split("__", 1)[0]
+            dest = out / "collected" / student / lab
+            if student not in found:
+                shutil.rmtree(dest, ignore_errors=True)
+                dest.mkdir(parents=True)
+            shutil.copy2(p, dest / p.name.split("__", 1)[1])
+            found[student] = dest
+        elif p.suffix == ".ipynb":
+            unrecognised.append(p.name)
+    for student, items in canvas.items():
         dest = out / "collected" / student / lab
-        if student not in found:
-            shutil.rmtree(dest, ignore_errors=True)
-            dest.mkdir(parents=True)
-        shutil.copy2(p, dest / p.name.split("__", 1)[1])
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        latest: dict[str, tuple] = {}
+        for cf, p in items:  # the latest re-submission of each file counts
+            if cf.submitted_as not in latest or cf.attempt > latest[cf.submitted_as][0].attempt:
+                latest[cf.submitted_as] = (cf, p)
+        for name, (cf, p) in latest.items():
+            shutil.copy2(p, dest / name)
+        first = items[0][0]
+        records[student] = lms.Record("canvas", first.user_id, first.name,
+                                      late=any(cf.late for cf, _ in latest.values()),
+                                      files=sorted(p.name for _, p in latest.values()))
         found[student] = dest
     for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()):
         if d.name.startswith(".") or d.name in ("collected", "unpacked"):
             continue
-        found[d.name] = d / lab if (d / lab).is_dir() else d
+        moodle = lms.moodle_folder(d.name)
+        student = d.name
+        if moodle is not None:
+            student, records[student] = moodle
+        found[student] = d / lab if (d / lab).is_dir() else d
+    if unrecognised:
+        raise SystemExit(
+            f"{base}: {len(unrecognised)} notebook(s) whose file name names no student, e.g. {unrecognised[:3]}. "
+            f"Accepted: <student>/{lab}.ipynb, <student>__{lab}.ipynb, or a Canvas or Moodle download as it comes "
+            f"(autograder/README.md, 'From a learning platform'). To use each file's name as its student's id:\n"
+            f"  cd '{base}' && for f in *.ipynb; do s=\"${{f%.ipynb}}\"; mkdir -p \"$s\"; mv \"$f\" \"$s/{lab}.ipynb\"; done")
+    if not found:
+        raise SystemExit(f"{submissions}: no submissions found (an empty folder or zip). Accepted layouts: "
+                         f"<student>/{lab}.ipynb, <student>__{lab}.ipynb, nbgrader's submitted/<student>/{lab}/, "
+                         f"or a Canvas or Moodle download as it comes")
     bad = [s for s in found if not STUDENT_RE.match(s)]
     if bad:
-        raise SystemExit(f"student ids must match {STUDENT_RE.pattern}: {bad}")
+        raise SystemExit(f"student ids must match {STUDENT_RE.pattern} (letters, digits, '_', '.' or '-', at most 64, "
+                         f"starting with a letter or digit): {bad}. Rename those folders, or hand in a Canvas or "
+                         f"Moodle download as it comes")
+    out.mkdir(parents=True, exist_ok=True)
+    lms.save(out, records)
     return dict(sorted(found.items()))
 
 

@@ -44,6 +44,9 @@ def merge(cfg: Config, layout: dict, results: list[dict], progress: bool = False
                         *[f"{r['scores'].get(nb, {}).get(g, 0.0):g}" for nb, g in cols], timing_column(r),
                         " | ".join(r["problems"])])
     os.replace(tmp, cfg.out / "grades.csv")
+    from .lms import write_exports
+
+    write_exports(cfg.out, cfg.lab, results)  # Canvas's and Moodle's import files, when the class came from them
     from nbgrader.api import Gradebook
     from sqlalchemy.exc import SAWarning
 
@@ -121,4 +124,8 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
         lines.append("warning: graded WITHOUT the sandbox (--unsafe): students' code ran with the grader's "
                      "rights, could read the solutions and could forge its result")
     lines.append(f"grades: {cfg.out / 'grades.csv'}; feedback: {cfg.out / 'feedback'}/<student>/{cfg.lab}/")
+    for name, what in (("grades_canvas.csv", "Canvas gradebook import"), ("grades_moodle.csv", "Moodle grading worksheet")):
+        if (cfg.out / name).exists():
+            lines.append(f"{what}: {cfg.out / name} (where each notebook came from, late flags included: "
+                         f"{cfg.out / 'lms.csv'})")
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """Stage 1, collect (autograder/pipeline/collect.py): every accepted layout, and what is refused."""
 from __future__ import annotations
 
+import csv
 import json
 import zipfile
 from pathlib import Path
@@ -68,3 +69,75 @@ def test_check_notebooks_says_what_is_wrong(tmp_path):
     assert usable == {} and any("larger than" in p for p in problems)
     usable, problems = check_notebooks(tmp_path / "nobody", ["lab1"], 1 << 20)
     assert usable == {} and problems == ["lab1.ipynb: missing (0 points for its cells)"]
+
+
+def test_a_canvas_download_is_graded_as_it_comes(tmp_path):
+    """Canvas's flat files: the student is name_userid, a re-submission (lab1-1.ipynb) replaces the first
+    upload and keeps the released name, the late flag is kept; the import file goes back in Canvas's format."""
+    from autograder.pipeline import lms
+
+    z = tmp_path / "submissions.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("lovelaceada_12345_6789012_lab1.ipynb", NB)
+        zf.writestr("lovelaceada_12345_6789013_lab1-1.ipynb", NB + " ")  # the re-submission counts
+        zf.writestr("turingalan_late_23456_6789014_lab1.ipynb", NB)
+    out = tmp_path / "out"
+    found = collect(z, "lab1", out)
+    assert list(found) == ["lovelaceada_12345", "turingalan_23456"]
+    assert [p.name for p in found["lovelaceada_12345"].iterdir()] == ["lab1.ipynb"]
+    assert (found["lovelaceada_12345"] / "lab1.ipynb").read_text() == NB + " "
+    records = lms.load(out)
+    assert records["turingalan_23456"].late and not records["lovelaceada_12345"].late
+    results = [{"student": "lovelaceada_12345", "score": 20.0, "max_score": 20.0},
+               {"student": "turingalan_23456", "score": 17.5, "max_score": 20.0}]
+    lms.write_exports(out, "lab1", results)
+    rows = list(csv.reader(open(out / "grades_canvas.csv")))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "lab1"]
+    assert rows[1][0] == "Points Possible" and rows[1][-1] == "20"
+    assert rows[2] == ["lovelaceada", "12345", "", "", "", "20"] and rows[3][1:] == ["23456", "", "", "", "17.5"]
+    lms_rows = list(csv.DictReader(open(out / "lms.csv")))
+    assert [r["late"] for r in lms_rows] == ["", "late"]
+
+
+def test_a_moodle_download_is_graded_as_it_comes(tmp_path):
+    from autograder.pipeline import lms
+
+    subs = tmp_path / "subs"
+    _write(subs / "Ada Lovelace_101_assignsubmission_file_" / "lab1.ipynb")
+    _write(subs / "Alan Turing_102_assignsubmission_file_" / "lab1.ipynb")
+    out = tmp_path / "out"
+    assert list(collect(subs, "lab1", out)) == ["adalovelace_101", "alanturing_102"]
+    lms.write_exports(out, "lab1", [{"student": "adalovelace_101", "score": 23.0, "max_score": 23.0}])
+    rows = list(csv.reader(open(out / "grades_moodle.csv")))
+    assert rows[0] == ["Identifier", "Full name", "Grade", "Maximum Grade"]
+    assert rows[1] == ["Participant 101", "Ada Lovelace", "23", "23"] and rows[2][2] == ""  # not graded: empty
+
+
+def test_an_empty_class_is_an_error_not_a_silent_success(tmp_path):
+    (tmp_path / "subs").mkdir()
+    with pytest.raises(SystemExit, match="no submissions found"):
+        collect(tmp_path / "subs", "lab1", tmp_path / "out")
+
+
+def test_notebooks_that_name_no_student_are_refused_with_the_command_that_lays_them_out(tmp_path):
+    import subprocess
+
+    subs = tmp_path / "subs"
+    _write(subs / "ada.ipynb")
+    _write(subs / "alan.ipynb")
+    with pytest.raises(SystemExit) as err:
+        collect(subs, "lab1", tmp_path / "out")
+    command = str(err.value).splitlines()[-1].strip()
+    assert command.startswith(f"cd '{subs}'")
+    subprocess.run(["bash", "-c", command], check=True)  # the command, as printed, fixes the folder
+    assert list(collect(subs, "lab1", tmp_path / "out")) == ["ada", "alan"]
+
+
+def test_a_class_not_from_a_platform_writes_no_import_files(tmp_path):
+    from autograder.pipeline import lms
+
+    _write(tmp_path / "subs" / "alice" / "lab1.ipynb")
+    out = tmp_path / "out"
+    collect(tmp_path / "subs", "lab1", out)
+    assert lms.write_exports(out, "lab1", [{"student": "alice", "score": 1.0, "max_score": 20.0}]) == []
+    assert not (out / "grades_canvas.csv").exists()
