@@ -25,6 +25,7 @@ __all__ = [
     "load_split",
     "heldout_text",
     "heldout_windows",
+    "shipped_windows",
     "HELDOUT_PERCENT",
 ]
 
@@ -97,6 +98,27 @@ def heldout_windows(n_windows: int, length: int, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     starts = torch.randint(0, data.numel() - length + 1, (n_windows,), generator=g)
     return torch.stack([data[s : s + length] for s in starts.tolist()]).long()
+
+
+SHIPPED = Path(__file__).resolve().parent / "weights" / "prompts.json"
+
+
+def shipped_windows(n_windows: int, length: int, seed: int = 0) -> torch.Tensor:
+    """The same windows as `heldout_windows(n_windows, length, seed)` on the Python the shipped pair was
+    made with, read from the file that ships with the package (speclab/weights/prompts.json): the
+    held-out split is the standard library's own source, which differs between Python versions and
+    installs, so anything graded or compared across machines (Lab 2's hidden checks, its speed test)
+    decodes these. Only the (length, seed) pairs the course uses are shipped; others raise ValueError."""
+    import json
+
+    windows = json.loads(SHIPPED.read_text())["windows"]
+    stored = windows.get(f"{length},{seed}")
+    if stored is None:
+        raise ValueError(f"no shipped windows of length {length} for seed {seed}; shipped (length, seed): "
+                         f"{sorted(tuple(map(int, k.split(','))) for k in windows)}")
+    if not 1 <= n_windows <= len(stored):
+        raise ValueError(f"{n_windows} windows asked for; {len(stored)} of length {length} (seed {seed}) are shipped")
+    return torch.tensor(stored[:n_windows], dtype=torch.long)
 
 
 if __name__ == "__main__":  # python -m speclab.data: the corpus figures quoted in the model card

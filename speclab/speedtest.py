@@ -53,7 +53,7 @@ DECODE_NEW = 128  # tokens generated per timed call
 VERIFY_CALLS = 16  # forwards per timed call when measuring c_verify(k)
 DECODE_BUDGET_S = 45.0  # seconds of timed rounds after which no new look starts
 DECODE_HARD_LIMIT_S = 150.0  # never time longer
-DECODE_PROMPT = {"n_windows": 1, "length": 32, "seed": 5}  # speclab.data.heldout_windows(**DECODE_PROMPT)[0]
+DECODE_PROMPT = {"n_windows": 1, "length": 32, "seed": 5}  # speclab.data.shipped_windows(**DECODE_PROMPT)[0]
 
 
 def thresholds(n: int, alpha: float = ALPHA_LOOK) -> tuple[int, int]:
@@ -247,12 +247,12 @@ def decoder_speedup(speculative_decode: Callable, target, draft, prompt=None, ks
     passes if some k passes clearly and fails only if every k fails clearly."""
     import torch
 
-    from .data import heldout_windows
+    from .data import shipped_windows
     from .measure import forward_step_fns
     from .sampling import generate
 
     if prompt is None:
-        prompt = heldout_windows(**DECODE_PROMPT)[0].to(target.device)
+        prompt = shipped_windows(**DECODE_PROMPT)[0].to(target.device)
     bar = DECODE_BAR_CPU if target.device.type == "cpu" else DECODE_BAR_CUDA
     if target.device.type == "cpu":
         torch.set_num_threads(1)  # one thread: stable ratios on a shared machine

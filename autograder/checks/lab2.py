@@ -97,9 +97,10 @@ def shipped_pair():
 
 
 def prompts(n: int, length: int = 24, seed: int = 3) -> list[torch.Tensor]:
-    from speclab.data import heldout_windows
+    """Windows of the held-out text as shipped with the package: the same bytes on every machine and Python."""
+    from speclab.data import shipped_windows
 
-    return [w.to(device()) for w in heldout_windows(n, length, seed=seed)]
+    return [w.to(device()) for w in shipped_windows(n, length, seed=seed)]
 
 
 def greedy_reference(target, prompt: torch.Tensor, n_new: int) -> list[int]:
