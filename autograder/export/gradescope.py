@@ -112,10 +112,20 @@ def build_zip(course: Path, lab: str, path: Path, visibility: str = "visible") -
             for f in sorted([course / folder] if (course / folder).is_file() else (course / folder).rglob("*")):
                 rel = f.relative_to(course)
                 if f.is_file() and not any(p in ("__pycache__", ".ipynb_checkpoints") for p in rel.parts) \
-                        and f.suffix != ".pyc":
+                        and f.suffix != ".pyc" and not other_labs_file(course, lab, rel):
                     zf.write(f, f"course/{rel}")
     tmp.replace(path)
     return path
+
+
+def other_labs_file(course: Path, lab: str, rel: Path) -> bool:
+    """A file of another lab's hidden checks (autograder/checks/<other>.py or <other>_*.py): each lab's
+    zip carries its own checks only."""
+    if rel.parts[:2] != ("autograder", "checks") or rel.suffix != ".py":
+        return False
+    labs = {p.name for p in (course / "solutions").iterdir() if p.is_dir()}
+    stem = rel.stem
+    return any(stem == other or stem.startswith(f"{other}_") for other in labs - {lab})
 
 
 # ----------------------------------------------------------------------------- inside the container
@@ -159,12 +169,16 @@ def _gather(submission: Path, dest: Path) -> list[str]:
     return notes
 
 
+SUBMISSION_CHECK = "Submission check"  # always visible: a student sees that the upload was read
+
+
 def results_json(result: dict, layout: dict, names: dict, verdicts: dict, visibility: str,
                  extra_notes: list[str], seconds: float) -> dict:
-    """Gradescope's results.json of one graded submission."""
+    """Gradescope's results.json of one graded submission: a visible submission check first, then one
+    test per graded cell, named `Part N [grade id]` and tagged with its part, outputs in Markdown."""
     import re
 
-    from autograder.pipeline.feedback import cell_messages, cell_title, notes_for
+    from autograder.pipeline.feedback import cell_messages, notes_for
 
     tests = []
     per_part: dict[str, int] = {}
@@ -175,19 +189,30 @@ def results_json(result: dict, layout: dict, names: dict, verdicts: dict, visibi
             m = re.match(r"Part (\d+)", part)
             key = m.group(1) if m else nb_name
             per_part[key] = per_part.get(key, 0) + 1
-            lines = ["Passed." if got >= pts else ("Partly passed." if got > 0 else "Failed.")]
+            lines = ["**Passed.**" if got >= pts else ("**Partly passed.**" if got > 0 else "**Failed.**")]
+            lines += [f"What is checked: {what}"] if what and what != gid else []
             lines += cell_messages(verdicts.get(nb_name, {}).get(gid, ""), result["problems"], gid)
-            tests.append({"name": f"{cell_title(part, what)} [{gid}]", "number": f"{key}.{per_part[key]}",
+            tests.append({"name": f"Part {key} [{gid}]" if m else f"{nb_name} [{gid}]",
+                          "number": f"{key}.{per_part[key]}", "tags": [f"part {key}"],
                           "score": got, "max_score": float(pts), "status": "passed" if got >= pts else "failed",
-                          "output": "\n".join(lines), "visibility": visibility})
+                          "output": "\n\n".join(lines), "visibility": visibility})
     gids = [g for cells in layout.values() for g in cells]
     notes = extra_notes + [p for p in result["problems"] if not any(notes_for([p], g) for g in gids)]
+    found = not any(n.startswith("no notebook") for n in extra_notes)
+    check = ["Your notebook was received and graded." if found else "**No notebook was found in your upload.**"]
+    check += [f"- {n}" for n in notes]
     total, top = float(result["score"]), float(result["max_score"])
     output = f"{result['lab']}: {total:g} / {top:g} points."
     if notes:
-        output += "\nNotes from the grader:\n" + "\n".join(f"- {n}" for n in notes)
-    return {"score": total, "execution_time": round(seconds), "output": output, "visibility": visibility,
-            "stdout_visibility": "hidden", "tests": tests}
+        output += "\n\nNotes from the grader:\n\n" + "\n".join(f"- {n}" for n in notes)
+    submission_check = {"name": SUBMISSION_CHECK, "score": 0.0, "max_score": 0.0,
+                        "status": "passed" if found else "failed", "output": "\n\n".join(check[:1]) +
+                        ("\n\n" + "\n".join(check[1:]) if check[1:] else ""), "visibility": "visible"}
+    return {"score": total, "execution_time": round(seconds), "output": output, "output_format": "md",
+            "visibility": visibility, "stdout_visibility": "hidden", "tests": [submission_check, *tests],
+            "extra_data": {"grader_version": result.get("grader_version", ""), "seconds": round(seconds, 1),
+                           "grading_seconds": result.get("seconds"), "sandbox": result.get("sandbox"),
+                           "timing": result.get("timing", {})}}
 
 
 def run(root: Path) -> dict:

@@ -12,6 +12,7 @@ notebook. `pytest -s` prints the three results.json.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import stat
@@ -23,7 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.export.gradescope import VISIBILITIES, build_zip
+from autograder.export.gradescope import SUBMISSION_CHECK, VISIBILITIES, build_zip
 from autograder.audit.mutants import make_submission
 from autograder.pipeline import Config, grade_class
 from load import scaled
@@ -105,6 +106,18 @@ def test_zip_has_gradescopes_layout(harness):
         assert (infos[script].external_attr >> 16) & 0o111, f"{script} must be executable"
     assert any(n.startswith("course/autograder/checks/") for n in infos)
     assert f"course/solutions/{LAB}/" in {n[: len(f"course/solutions/{LAB}/")] for n in infos}
+    # each lab's zip carries its own checks only, and no catalog of wrong solutions
+    assert f"course/autograder/checks/{LAB}.py" in infos and "course/autograder/checks/lab2.py" not in infos
+    assert not any("mutants" in n or n.startswith("course/autograder/audit") for n in infos)
+
+
+def test_a_zip_leaves_out_other_labs_checks():
+    from autograder.export.gradescope import other_labs_file
+
+    assert other_labs_file(ROOT, "lab1", Path("autograder/checks/lab2.py"))
+    assert not other_labs_file(ROOT, "lab2", Path("autograder/checks/lab2.py"))
+    assert other_labs_file(ROOT, "lab2", Path("autograder/checks/lab1_cases.py"))
+    assert not other_labs_file(ROOT, "lab2", Path("autograder/checks/stats.py"))
 
 
 def test_results_follow_gradescopes_format(harness):
@@ -112,9 +125,13 @@ def test_results_follow_gradescopes_format(harness):
     for student, data in results.items():
         assert isinstance(data["score"], float) and data["visibility"] in VISIBILITIES, student
         assert data["tests"], student
-        for t in data["tests"]:
-            assert set(t) >= {"name", "score", "max_score", "output", "visibility"}, t
-            assert isinstance(t["name"], str) and t["name"].startswith("Part "), t["name"]
+        check, *tests = data["tests"]
+        assert check["name"] == SUBMISSION_CHECK and check["visibility"] == "visible" and check["max_score"] == 0
+        assert data["output_format"] == "md" and data["extra_data"]["grader_version"], student
+        for t in tests:
+            assert set(t) >= {"name", "score", "max_score", "output", "visibility", "tags"}, t
+            assert re.fullmatch(r"Part \d \[test_\w+\]", t["name"]), t["name"]  # short, the part and the cell
+            assert t["tags"] == [f"part {t['name'][5]}"]
             assert 0 <= t["score"] <= t["max_score"] and t["visibility"] in VISIBILITIES
         assert sum(t["max_score"] for t in data["tests"]) == local[student]["max_score"] == 20
         assert data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]))
@@ -126,7 +143,7 @@ def test_results_equal_the_local_grades(harness):
     assert 0 < local["broken"]["score"] < 20
     for student, data in results.items():
         want = local[student]["scores"][LAB]
-        got = {t["name"].rsplit("[", 1)[1].rstrip("]"): t["score"] for t in data["tests"]}
+        got = {t["name"].rsplit("[", 1)[1].rstrip("]"): t["score"] for t in data["tests"][1:]}
         assert list(got) == LAB_ORDER, "tests in the lab's order"
         assert got == want, student
         assert data["score"] == local[student]["score"]
@@ -134,11 +151,14 @@ def test_results_equal_the_local_grades(harness):
 
 def test_students_read_why_but_not_the_hidden_tests(harness):
     _, results, _, _ = harness
-    broken = {t["name"].rsplit("[", 1)[1].rstrip("]"): t for t in results["broken"]["tests"]}
+    broken = {t["name"].rsplit("[", 1)[1].rstrip("]"): t for t in results["broken"]["tests"][1:]}
     failed = [t for t in broken.values() if t["score"] < t["max_score"]]
-    assert failed and all(t["output"].startswith("Failed") for t in failed)
+    assert failed and all(t["output"].startswith("**Failed.**") for t in failed)
     assert any("NameError" in t["output"] or "NotImplementedError" in t["output"] for t in failed)
     assert "no notebook" in results["empty"]["output"]
+    empty_check = results["empty"]["tests"][0]  # visible even when the scores are not
+    assert empty_check["visibility"] == "visible" and "No notebook was found" in empty_check["output"]
+    assert "received and graded" in results["reference"]["tests"][0]["output"]
     for data in results.values():
         text = json.dumps(data)
         assert "_checks" not in text and "BEGIN HIDDEN" not in text
