@@ -34,6 +34,12 @@ ROOT_ENV = "SPECLAB_GRADESCOPE_ROOT"
 PYTHON_ENV = "SPECLAB_PYTHON"  # offline set-up: an interpreter that already has every dependency
 STUDENT = "submission"  # the student id inside the container (Gradescope knows who it is)
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+# What grading one submission needs on Gradescope (its Advanced Settings; the defaults, 384 MB and 10 min, are
+# too small): peak memory measured 1.05 GB (Lab 1) and 1.09 GB (Lab 2), so 1.5 GB; time: Lab 2's notebook
+# limit (600 s) plus the clean re-check and the set-up, so 20 min. `run` checks the memory limit it is given.
+NEEDS_MB = 1536
+NEEDS_TIMEOUT_MIN = 20
+CGROUP_ENV = "SPECLAB_CGROUP_ROOT"  # where the container's cgroup files are (tests point it at a fake tree)
 
 SETUP_SH = r"""#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder image (Ubuntu, with network).
@@ -103,7 +109,8 @@ def build_zip(course: Path, lab: str, path: Path, visibility: str = "visible") -
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
         add_text(zf, "setup.sh", SETUP_SH, executable=True)
         add_text(zf, "run_autograder", RUN_AUTOGRADER, executable=True)
-        add_text(zf, "gradescope.json", json.dumps({"lab": lab, "visibility": visibility}, indent=1) + "\n")
+        add_text(zf, "gradescope.json", json.dumps({"lab": lab, "visibility": visibility, "needs_mb": NEEDS_MB,
+                                                    "needs_timeout_min": NEEDS_TIMEOUT_MIN}, indent=1) + "\n")
         add_text(zf, "course/requirements-gradescope.txt", _requirements(course))
         for name in COURSE_FILES:
             zf.write(course / name, f"course/{name}")
@@ -129,6 +136,33 @@ def other_labs_file(course: Path, lab: str, rel: Path) -> bool:
 
 
 # ----------------------------------------------------------------------------- inside the container
+def memory_limit_mb(cgroup_root: Path | None = None) -> float | None:
+    """The container's memory limit in MB (cgroup v2 `memory.max`, else v1 `memory/memory.limit_in_bytes`);
+    None when there is none (or none can be read)."""
+    root = Path(cgroup_root or os.environ.get(CGROUP_ENV, "/sys/fs/cgroup"))
+    for path in (root / "memory.max", root / "memory" / "memory.limit_in_bytes"):
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        if text == "max" or not text.isdigit() or int(text) >= 1 << 60:  # v1 writes a huge number for "none"
+            return None
+        return int(text) / 2**20
+    return None
+
+
+def too_small(settings: dict) -> str | None:
+    """Why this container cannot grade safely (its memory limit is below what grading needs), or None."""
+    need = float(settings.get("needs_mb", NEEDS_MB))
+    have = memory_limit_mb()
+    if have is not None and have < need:
+        return (f"the container has {have:.0f} MB of memory and grading needs {need:.0f} MB: on Gradescope, open "
+                f"the assignment's Configure Autograder → Advanced Settings and raise the memory to at least "
+                f"{need / 1024:.1f} GB (and the timeout to {settings.get('needs_timeout_min', NEEDS_TIMEOUT_MIN)} "
+                f"minutes), then regrade all submissions")
+    return None
+
+
 def _settings(root: Path) -> dict:
     return json.loads((root / "source" / "gradescope.json").read_text())
 
@@ -222,6 +256,16 @@ def run(root: Path) -> dict:
     lab, visibility = settings["lab"], settings.get("visibility", "visible")
     out_file = root / "results" / "results.json"
     out_file.parent.mkdir(parents=True, exist_ok=True)
+    problem = too_small(settings)
+    if problem is not None:  # fail closed, before a memory kill leaves no results at all
+        print(f"speclab autograder: NOT GRADED: {problem}")
+        data = {"score": 0.0, "execution_time": round(time.perf_counter() - t0), "visibility": "visible",
+                "stdout_visibility": "hidden", "output_format": "md",
+                "output": "The grader could not start safely on this machine; your instructor has been told. "
+                          "Your submission is kept and will be graded again.",
+                "tests": [], "extra_data": {"not_graded": problem}}
+        out_file.write_text(json.dumps(data, indent=1))
+        return data
     try:
         from autograder.pipeline.feedback import cell_verdicts, describe_cells
         from autograder.pipeline import build_template, grade_student

@@ -190,3 +190,43 @@ def test_local_csv_in_lab_order_and_a_rerun_is_cheap_and_quiet(harness):
         grade_class(cfg, progress=False)
     assert not [w for w in caught if "sqlalchemy" in w.category.__module__.lower()], [str(w.message) for w in caught]
     assert (out / "gradebook.db").stat().st_mtime_ns != db  # the forced merge did write it
+
+
+@pytest.mark.parametrize(("files", "want"), [
+    ({"memory.max": "402653184\n"}, 384.0),  # cgroup v2, Gradescope's default 384 MB
+    ({"memory.max": "max\n"}, None),
+    ({"memory/memory.limit_in_bytes": "805306368\n"}, 768.0),  # cgroup v1
+    ({"memory/memory.limit_in_bytes": "9223372036854771712\n"}, None),  # v1's "no limit"
+    ({}, None),
+])
+def test_the_memory_limit_is_read_from_either_cgroup_version(tmp_path, files, want):
+    from autograder.export.gradescope import memory_limit_mb
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert memory_limit_mb(tmp_path) == want
+
+
+def test_a_container_below_the_memory_grading_needs_writes_a_clear_result_and_grades_nothing(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """At Gradescope's default 384 MB the grader would be killed with no results.json; instead it says what to
+    change (instructor's stdout) and tells the student, with no misleading score of their work."""
+    from autograder.export import gradescope
+
+    cg = tmp_path / "cgroup"
+    cg.mkdir()
+    (cg / "memory.max").write_text(str(384 * 2**20))
+    monkeypatch.setenv(gradescope.CGROUP_ENV, str(cg))
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    (root / "source" / "gradescope.json").write_text(json.dumps({"lab": LAB, "visibility": "after_published",
+                                                                 "needs_mb": gradescope.NEEDS_MB}))
+    data = gradescope.run(root)
+    assert data["tests"] == [] and data["visibility"] == "visible"
+    assert "could not start safely" in data["output"] and "instructor has been told" in data["output"]
+    assert json.loads((root / "results" / "results.json").read_text()) == data
+    out = capsys.readouterr().out
+    assert "NOT GRADED" in out and "384 MB" in out and "Advanced Settings" in out
+    (cg / "memory.max").write_text(str(2048 * 2**20))
+    assert gradescope.too_small({"needs_mb": gradescope.NEEDS_MB}) is None
