@@ -135,27 +135,40 @@ class Rounds:
 def paired_rounds(fns: Sequence[Callable[[], object]], labels: Sequence[str], decide: Callable[[Rounds], bool],
                   budget_s: float, device=None, looks: Sequence[int] = LOOKS, hard_limit_s: float | None = None,
                   section: Callable[[], object] | None = None) -> Rounds:
-    """Time ``fns`` round-robin on the real clock, after one warm-up round, inside ``section()``
-    (a context manager yielding a note; the grader's is its lock); after each look call
-    ``decide(rounds)`` and stop when it returns True (a clear verdict), at the last look, or at
-    the first look after ``budget_s`` seconds of timing. The first look is always completed
-    (fewer rounds could never give a verdict) unless ``hard_limit_s`` (default 3 * budget_s)
-    runs out first; a look cut short by it is the last one."""
-    from .clock import wall_time  # the real clock, never a test's fake stopwatch
+    """Time ``fns`` round-robin, after one warm-up round, inside ``section()`` (a context manager
+    yielding a note; the grader's is its lock); after each look call ``decide(rounds)`` and stop
+    when it returns True (a clear verdict), at the last look, or at the first look after
+    ``budget_s`` seconds of timing. The first look is always completed (fewer rounds could never
+    give a verdict) unless ``hard_limit_s`` (default 3 * budget_s) runs out first; a look cut short
+    by it is the last one.
 
+    The grader (a ``section`` given) times on the real clock, always; a notebook's call (no section)
+    times through speclab's stopwatch seam (`speclab.clock.stopwatch()`, the real clock unless a test
+    feeds adversarial timings, tests/book/test_measuring_pages.py), so its page is tested like any other."""
+    from .clock import stopwatch, wall_time
+
+    if section is not None:
+        clock = wall_time  # the grader: never a test's fake stopwatch
+    else:
+        clock = stopwatch()
     hard = 3 * budget_s if hard_limit_s is None else hard_limit_s
     with (section() if section is not None else nullcontext("")) as note:
         for fn in fns:
-            wall_time(fn, device)
+            clock(fn, device)
         rounds = Rounds(list(labels), [], note or "")
         start = time.monotonic()
         for look in looks:
             while len(rounds.times) < look and time.monotonic() - start <= hard:
-                rounds.times.append([max(wall_time(fn, device), 1e-9) for fn in fns])
+                rounds.times.append([_positive(clock(fn, device)) for fn in fns])
             elapsed = time.monotonic() - start
             if decide(rounds) or elapsed > budget_s or elapsed > hard:
                 break
     return rounds
+
+
+def _positive(seconds: float) -> float:
+    """A timing as a ratio can use it: finite and above 1 ns (a fake or broken stopwatch may say 0, NaN, inf)."""
+    return seconds if math.isfinite(seconds) and seconds > 1e-9 else (1e-9 if not seconds > 1e-9 else 1e9)
 
 
 def combine(verdicts: Sequence[str]) -> str:

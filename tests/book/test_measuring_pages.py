@@ -38,7 +38,8 @@ RUNNER = ROOT / "tests" / "support" / "chapter_runner.py"
 FAKES = list(measure.FAKE_KINDS)
 TIMERS = re.compile(r"measure\.(time_interleaved|time_fn|time_ratio|forward_times|copy_bandwidth|matmul_throughput)\(|"
                     r"measurements\.live\(")
-TIMER_IMPORT = re.compile(r"^from speclab\.measure import .*\b(time_interleaved|time_fn|time_ratio|forward_times)\b", re.M)
+TIMER_IMPORT = re.compile(r"^from speclab\.measure import .*\b(time_interleaved|time_fn|time_ratio|forward_times)\b|"
+                          r"speedtest\.(batch_speedup|decoder_speedup)\(", re.M)
 
 
 def measuring_chapters() -> list[str]:
