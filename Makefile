@@ -74,8 +74,11 @@ book-fresh: setup
 	rm -rf _build/.jupyter_cache _build/.speclab _build/html _build/singlehtml _build/jupyter_execute
 	$(MAKE) --no-print-directory book
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist; tests/conftest.py groups the tests that share
+# an expensive fixture): TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # Every folder of solutions/ holding a MyST source <lab>/<lab>.md is one lab (assignment id = folder name):
 # the source is converted (jupytext) into solutions/<lab>/<lab>.ipynb, then nbgrader writes labs/<lab>/.

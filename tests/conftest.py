@@ -43,3 +43,38 @@ def fresh_book(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     )
     (out / "build.log").write_text(result.stdout + result.stderr)
     return result, out
+
+
+# ------------------------------------------------------------------ two test processes (pytest-xdist)
+# `make test` runs the suite in two processes (`pytest -n 2 --dist loadgroup`). Every test of one module
+# runs in the same process, so a module's expensive fixture (a graded class, the pages under fakes) is
+# built once; every test that reads the built book shares one group, so the book is built once. The
+# modules known to be long are handed out first, so neither process is left with a long module at
+# the end while the other one waits. A run without -n ignores the groups and keeps this order.
+BOOK_FIXTURES = {"fresh_book", "book_out", "html_root"}
+LONG_FIRST = (  # the slowest modules of a quiet run, slowest first (`pytest --durations=0`)
+    "tests/book/test_measuring_pages.py",
+    "book",
+    "tests/end_to_end/test_lab1_autograde.py",
+    "tests/end_to_end/test_lab2_autograde.py",
+    "tests/end_to_end/test_lab1_class.py",
+    "tests/autograder/checks/test_lab2.py",
+    "tests/end_to_end/test_hostile.py",
+    "tests/autograder/export/test_gradescope.py",
+    "tests/autograder/pipeline/test_grade.py",
+    "tests/end_to_end/test_install.py",
+    "tests/autograder/checks/test_lab1.py",
+)
+
+
+def group_of(item) -> str:
+    if BOOK_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "book"
+    return Path(str(item.fspath)).relative_to(ROOT).as_posix()
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of(item)))
+    items.sort(key=lambda item: rank.get(group_of(item), len(rank)))  # stable: a module keeps its order
