@@ -78,7 +78,7 @@ book-fresh: setup
 # an expensive fixture): TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
 test: setup
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(VENV)/bin/pytest -n $(TEST_WORKERS)
 
 # Every folder of solutions/ holding a MyST source <lab>/<lab>.md is one lab (assignment id = folder name):
 # the source is converted (jupytext) into solutions/<lab>/<lab>.ipynb, then nbgrader writes labs/<lab>/.

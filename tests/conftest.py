@@ -4,6 +4,7 @@ tests/support holds the helpers tests import by name; it is put on sys.path here
 """
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -46,13 +47,14 @@ def fresh_book(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
 
 
 # ------------------------------------------------------------------ two test processes (pytest-xdist)
-# `make test` runs the suite in two processes (`pytest -n 2 --dist loadgroup`). Every test of one module
+# `make test` runs the suite in two processes (`pytest -n 2`, the scheduler below). Every test of one module
 # runs in the same process, so a module's expensive fixture (a graded class, the pages under fakes) is
-# built once; every test that reads the built book shares one group, so the book is built once. The
-# modules known to be long are handed out first, so neither process is left with a long module at
-# the end while the other one waits. A run without -n ignores the groups and keeps this order.
-BOOK_FIXTURES = {"fresh_book", "book_out", "html_root"}
-LONG_FIRST = (  # the slowest modules of a quiet run, slowest first (`pytest --durations=0`)
+# built once; every module that reads the built book joins one group, so the book is built once. The
+# groups known to be long are handed out first, so neither process is left with a long one at the end
+# while the other waits. A run without -n keeps this order and ignores the groups.
+# (pytest-xdist's own `--dist loadgroup` reads `item._nodeid`, which pytest 9.2 no longer uses.)
+BOOK_FIXTURES = ("fresh_book", "book_out", "html_root")
+LONG_FIRST = (  # the slowest groups of a quiet run, slowest first (`pytest --durations=0`)
     "tests/book/test_measuring_pages.py",
     "book",
     "tests/end_to_end/test_lab1_autograde.py",
@@ -67,14 +69,28 @@ LONG_FIRST = (  # the slowest modules of a quiet run, slowest first (`pytest --d
 )
 
 
-def group_of(item) -> str:
-    if BOOK_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return "book"
-    return Path(str(item.fspath)).relative_to(ROOT).as_posix()
+@functools.cache
+def uses_the_book(path: str) -> bool:
+    """Does this test module ask for the built book (one of BOOK_FIXTURES, by name)?"""
+    return path.startswith("tests/book/") and any(f in (ROOT / path).read_text() for f in BOOK_FIXTURES)
+
+
+def group_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return "book" if uses_the_book(path) else path
 
 
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group_of(item)))
-    items.sort(key=lambda item: rank.get(group_of(item), len(rank)))  # stable: a module keeps its order
+    items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))  # stable: a module keeps its order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Work handed out a group at a time (group_of), in the order above."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ByGroup(config, log)
