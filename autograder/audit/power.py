@@ -188,6 +188,14 @@ def print_report(report: dict) -> None:
         for row in c.get("table", []):
             eps = "-" if row["eps"] is None else f"{row['eps']:.4f}"
             print(f"{row['case'][:92]:92s} {row['n']:>7d} {row['outcomes']:>5d} {eps:>7s}  <= {row['false_failure']:.2e}")
+    classes: dict[str, list[str]] = {}  # what a case's outcome is: the class of wrong implementations it covers
+    for c in report["cells"]:
+        for row in c.get("table", []):
+            classes.setdefault(row.get("guarantee") or "the law of one outcome", []).append(row["case"])
+    print("What the cases certify: every implementation whose law of the outcome below is at total variation >= eps "
+          "from the exact one fails")
+    for guarantee, cases in classes.items():
+        print(f"  {guarantee}: {len(cases)} case(s), e.g. {cases[0]}")
     parts: dict[int, int] = {}
     for c in report["cells"]:
         parts[c["part"]] = parts.get(c["part"], 0) + c["points"]

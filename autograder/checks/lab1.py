@@ -23,9 +23,9 @@ from .alone import alone
 from .calls import call_each
 from .stats import ExactnessCase, check_case
 # the designs, some re-exported for the power audit and the tests (autograder.checks.lab1.pairs, ...)
-from .lab1_cases import (EPS_TARGET, N_BLOCK, TARGETED, batch_cases, batch_result, block_cases,  # noqa: F401
-                         block_law, block_outcomes, block_result, block_rows, call_batch, call_block, exact_law,
-                         pairs, residual_table, sampler_cases, toy_bigram)
+from .lab1_cases import (COUPLING, COUPLING_PAIRS, EPS_TARGET, N_BLOCK, TARGETED, batch_cases,  # noqa: F401
+                         batch_result, block_cases, block_law, block_outcomes, block_result, block_rows, call_batch,
+                         call_block, coupling_law, exact_law, pairs, residual_table, sampler_cases, toy_bigram)
 
 ALPHA_CELL = 1e-6  # false-failure budget of one statistical test cell
 TOL = 1e-9  # tolerance on deterministic values
@@ -54,9 +54,13 @@ R_SAMPLER_RNG = Rule("sampler rng", "`speculative_sample` takes every random num
                      "touched.")
 R_SAMPLER_REFUSE = Rule("sampler refuses", "`speculative_sample` raises `ValueError` when p or q is not a "
                         "probability vector or their lengths differ.")
-R_SAMPLER_LAW = Rule("sampler law", "`speculative_sample(p, q, rng)` returns a token (an integer in [0, V)) "
-                     "that follows p exactly, on every pair: p = q, disjoint supports, zeros in q, a one-hot p, "
-                     "a 1000-token vocabulary.")
+R_SAMPLER_LAW = Rule("sampler law", "`speculative_sample(p, q, rng)` (drafting its own token from q) returns a "
+                     "token (an integer in [0, V)) that follows p exactly, on every pair: a one-hot p, a draft "
+                     "close to the target, a 1000-token vocabulary, ...")
+R_SAMPLER_COUPLING = Rule("sampler coupling", "`speculative_sample(p, q, rng, draft)`, given the draft model's token "
+                          "`draft` = x drawn from q, runs the algorithm on that x: it emits x with probability "
+                          "min(1, p[x] / q[x]) and otherwise a draw from the residual, so the pair (x, emitted token) "
+                          "follows that joint law exactly, on every pair: p = q, disjoint supports, zeros in q, ...")
 R_BLOCK_RNG = Rule("block rng", "`verify_block` takes every random number from `rng`: generators seeded alike "
                    "give the same output, and the global `np.random` state is never touched.")
 R_BLOCK_REFUSE = Rule("block refuses", "`verify_block` raises `ValueError` when k = 0, when a drafted token is "
@@ -74,8 +78,12 @@ R_ALPHA_REFUSE = Rule("alpha refuses", "`estimate_alpha` raises `ValueError` for
                       "outside [0, k].")
 R_BATCH_RNG = Rule("batch rng", "`speculative_sample_batch` takes every random number from `rng`: generators "
                    "seeded alike give the same tokens, and the global `np.random` state is never touched.")
-R_BATCH_LAW = Rule("batch law", "`speculative_sample_batch(p, q, rng)` returns B integer tokens, row b "
-                   "following p[b] exactly and independently of the other rows.")
+R_BATCH_LAW = Rule("batch law", "`speculative_sample_batch(p, q, rng)` (drafting its own tokens) returns B "
+                   "integer tokens, row b following p[b] exactly and independently of the other rows.")
+R_BATCH_COUPLING = Rule("batch coupling", "`speculative_sample_batch(p, q, rng, drafts)`, given one drafted token "
+                        "per row (`drafts[b]` drawn from q[b]), emits drafts[b] with probability "
+                        "min(1, p[b, x] / q[b, x]) and otherwise a draw from row b's residual: the pair (draft, "
+                        "emitted token) of every row follows that joint law exactly.")
 R_BATCH_SPEED = Rule("batch speed", f"`speculative_sample_batch` is at least {speedtest.BATCH_BAR:.0f} times "
                      f"faster per row than `speclab.speedtest.draws_loop` (a Python loop making only the two "
                      f"random draws of a one-position sampler), timed by the grader with "
@@ -189,6 +197,16 @@ def _check_cases(cases: list[ExactnessCase], fn: Callable, seed: int) -> None:
         check_case(case, fn, rng, ALPHA_CELL / len(cases))
 
 
+def _law_then_coupling(cases: list[ExactnessCase]) -> tuple[list[ExactnessCase], list[ExactnessCase], float]:
+    """(the law cases: the sampler drafts itself, the coupling cases: the grader's drafts given, the level
+    ALPHA_CELL / len(cases) of each); the law cases come first, as the cell runs them."""
+    law = [c for c in cases if not c.name.startswith(COUPLING)]
+    coupled = [c for c in cases if c.name.startswith(COUPLING)]
+    if cases != law + coupled:
+        raise ValueError("a cell's law cases must come before its coupling cases")
+    return law, coupled, ALPHA_CELL / len(cases)
+
+
 def _same_state(a, b) -> bool:
     return a[0] == b[0] and np.array_equal(a[1], b[1]) and tuple(a[2:]) == tuple(b[2:])
 
@@ -236,9 +254,16 @@ def check_sampler_contracts(speculative_sample: Callable) -> None:
 
 
 def check_sampler(speculative_sample: Callable) -> None:
-    """speculative_sample draws exactly from p on every test pair (distance test with a stated eps, fixed seed)."""
+    """speculative_sample draws exactly from p on every test pair, and given the grader's drafts x ~ q the pair
+    (x, emitted token) follows the algorithm's joint law (distance tests with a stated eps, fixed seed)."""
+    law, coupled, alpha = _law_then_coupling(sampler_cases())
+    rng = np.random.default_rng(20261)
     with under(R_SAMPLER_LAW):
-        _check_cases(sampler_cases(), speculative_sample, seed=20261)
+        for case in law:
+            check_case(case, speculative_sample, rng, alpha)
+    with under(R_SAMPLER_COUPLING):
+        for case in coupled:
+            check_case(case, speculative_sample, rng, alpha)
 
 
 # ----------------------------------------------------------------------------- part 3
@@ -346,9 +371,16 @@ def check_batch_contracts(speculative_sample_batch: Callable) -> None:
 
 
 def check_batch_exactness(speculative_sample_batch: Callable) -> None:
-    """speculative_sample_batch draws row b exactly from p[b] (distance test with a stated eps, fixed seed)."""
+    """speculative_sample_batch draws row b exactly from p[b], independently of the other rows, and given the
+    grader's drafts each row's (draft, emitted token) follows the algorithm's joint law (distance tests)."""
+    law, coupled, alpha = _law_then_coupling(batch_cases())
+    rng = np.random.default_rng(20265)
     with under(R_BATCH_LAW):
-        _check_cases(batch_cases(), speculative_sample_batch, seed=20265)
+        for case in law:
+            check_case(case, speculative_sample_batch, rng, alpha)
+    with under(R_BATCH_COUPLING):
+        for case in coupled:
+            check_case(case, speculative_sample_batch, rng, alpha)
 
 
 SPEED_OUTPUT_ALPHA = 1e-4  # false-failure probability of the law check of ONE timed call's output
@@ -448,7 +480,7 @@ CELLS: list[CellSpec] = [
     CellSpec("test_sampler_contracts", 2, 1, check_sampler_contracts, ("speculative_sample",),
              rules=(R_SAMPLER_RNG, R_SAMPLER_REFUSE)),
     CellSpec("test_sampler_exactness", 2, 3, check_sampler, ("speculative_sample",), sampler_cases, 20261,
-             rules=(R_SAMPLER_LAW,)),
+             rules=(R_SAMPLER_LAW, R_SAMPLER_COUPLING)),
     CellSpec("test_block_contracts", 3, 1, check_block_contracts, ("verify_block",),
              rules=(R_BLOCK_RNG, R_BLOCK_REFUSE)),
     CellSpec("test_block_structure", 3, 1, check_block_structure, ("verify_block",), rules=(R_BLOCK_SHAPE,)),
@@ -459,7 +491,7 @@ CELLS: list[CellSpec] = [
     CellSpec("test_batch_contracts", 5, 1, check_batch_contracts, ("speculative_sample_batch",),
              rules=(R_BATCH_RNG,)),
     CellSpec("test_batch_exactness", 5, 2, check_batch_exactness, ("speculative_sample_batch",), batch_cases,
-             20265, rules=(R_BATCH_LAW,)),
+             20265, rules=(R_BATCH_LAW, R_BATCH_COUPLING)),
     CellSpec("test_batch_speed", 5, 1, check_batch_speed, ("speculative_sample_batch",), rules=(R_BATCH_SPEED,)),
 ]
 

@@ -73,21 +73,34 @@ def pairs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     }
 
 # eps targets (issue 14) for vocabularies <= 16; the cases sized for time state their own eps.
-EPS_TARGET = {"sampler": 0.02, "batch": 0.01, "block": 0.03}
+EPS_TARGET = {"sampler": 0.02, "batch": 0.01, "block": 0.03, "sampler coupling": 0.02, "batch coupling": 0.01}
 
 # Samples per case: the smallest n meeting the target (stats.n_for_eps at the case's alpha with the early
 # looks of stats.early_passes, rounded up to 100, checked by tests/autograder/checks/test_lab1.py) on every case of at
 # most 16 tokens and blocks up to k = 3; a correct implementation usually passes at 0.3 n to 0.55 n. The
 # 1000-token and k = 5 cases are sized for grading time, state their own eps and draw all n.
-N_SAMPLER = {"reversed": 64300, "low acceptance, zeros in p and q": 59900, "disjoint supports": 57600,
-             "high acceptance, residual over 15 tokens": 84100, "p == q": 61300, "one-hot p": 48600,
+# The law cases call the samplers as a student's own code does (they draw their drafts themselves); the
+# coupling cases below hand them the grader's drafts. Each pair is in one kind or both.
+N_SAMPLER = {"reversed": 64800, "high acceptance, residual over 15 tokens": 84700, "one-hot p": 49100,
              "1000-token vocabulary": 10000}
 
-N_BATCH = {"reversed": 258800, "low acceptance, zeros in p and q": 241800, "disjoint supports": 232600,
-           "high acceptance, residual over 15 tokens": 338800, "temperature 0.7, top-3 p, top-p 0.9 q": 245800,
-           "p == q": 247500, "one-hot p": 196400, "1000-token vocabulary": 40000}
+N_BATCH = {"reversed": 258800, "high acceptance, residual over 15 tokens": 338800, "1000-token vocabulary": 40000}
 
 N_BATCH_DIFFERENT = 345900  # pairs of rows
+
+# The coupling cases (issue 31): the grader draws the drafts x ~ q and hands them to the sampler
+# (`draft=` / `drafts=`); the outcome is the pair (x, emitted token), whose exact law (`coupling_law`) is
+# the algorithm's, not only its output's. Sized like the law cases (the smallest n meeting EPS_TARGET).
+COUPLING = "coupling of"  # how a coupling case's name begins
+COUPLING_GUARANTEE = "the joint law of (the grader's draft, the emitted token): the algorithm's coupling"
+COUPLING_FOLLOWS = ("speculative sampling's joint law of (the grader's draft x, your token): x kept with probability "
+                    "min(1, p(x)/q(x)), else a residual draw")
+COUPLING_PAIRS = ("reversed", "low acceptance, zeros in p and q", "disjoint supports", "p == q",
+                  "temperature 0.7, top-3 p, top-p 0.9 q")
+N_SAMPLER_COUPLING = {"reversed": 73700, "low acceptance, zeros in p and q": 73200, "disjoint supports": 64800,
+                      "p == q": 61900, "temperature 0.7, top-3 p, top-p 0.9 q": 73000}
+N_BATCH_COUPLING = {"reversed": 294800, "low acceptance, zeros in p and q": 292700, "disjoint supports": 258900,
+                    "p == q": 247500, "temperature 0.7, top-3 p, top-p 0.9 q": 291400}
 
 N_BLOCK = {1: 32400, 3: 54000, 5: 8000}
 
@@ -95,7 +108,7 @@ BATCH_CHUNK = 20000  # rows per call of the batch sampler (memory on the 1000-to
 
 TARGETED = {"sampler": [n for n in N_SAMPLER if n != "1000-token vocabulary"],
             "batch": [n for n in N_BATCH if n != "1000-token vocabulary"] + ["different"],
-            "block": [1, 3]}
+            "block": [1, 3], "sampler coupling": list(COUPLING_PAIRS), "batch coupling": list(COUPLING_PAIRS)}
 
 def _design_eps(group: str, name) -> float | None:
     """The targeted cases pass early once their sample is clearly within the target (stats.early_passes);
@@ -122,11 +135,72 @@ def _draw_scalar(p: np.ndarray, q: np.ndarray) -> Callable:
         return out
     return draw
 
+def coupling_law(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Law of (draft x, emitted y) of one position whose draft x ~ q is given to the sampler, over the
+    V * V outcomes x * V + y: x is emitted with probability a(x) = min(1, p(x) / q(x)), otherwise y is a
+    draw from the residual (which gives x itself no mass when a(x) < 1). Its second marginal is p."""
+    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
+    vocab = len(p)
+    law = np.zeros((vocab, vocab))
+    mass = np.maximum(p - q, 0.0).sum()
+    resid = residual_table(p, q) if mass > 1e-12 else np.zeros(vocab)
+    for x in np.flatnonzero(q > 0):
+        a = min(1.0, p[x] / q[x])
+        law[x, x] += q[x] * a
+        law[x] += q[x] * (1.0 - a) * resid
+    return law.ravel()
+
+def coupling_labels(vocab: int) -> list[str]:
+    return [f"draft {x}, emitted {y}" for x in range(vocab) for y in range(vocab)]
+
+def grader_drafts(q: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+    """n drafts x ~ q drawn by the grader, from a generator of its own seeded from rng (never the student's
+    stream: a sampler cannot tell the drafts from the random numbers it takes)."""
+    grader = np.random.default_rng(int(rng.integers(2**62)))
+    cdf = np.cumsum(q)
+    return np.minimum(np.searchsorted(cdf, grader.random(n) * cdf[-1], side="right"), len(q) - 1)
+
+def _token_of(y, vocab: int, where: str) -> int:
+    if not isinstance(y, (int, np.integer)):
+        raise AssertionError(f"{where} must return an int token, got {type(y).__name__}")
+    if not 0 <= y < vocab:
+        raise AssertionError(f"{where} returned token {y}, outside the vocabulary [0, {vocab})")
+    return int(y)
+
+def _given_drafts(fn: Callable, calls: list[tuple], signature: str) -> list:
+    """call_each(fn, calls) for calls that hand the sampler the grader's drafts (their last argument): a
+    sampler without the `draft`/`drafts` parameter is told so rather than failing with a bare TypeError."""
+    try:
+        return call_each(fn, calls)
+    except TypeError as err:
+        if "argument" not in str(err):
+            raise
+        raise AssertionError(f"{signature}: your function does not take the draft model's token(s) as its fourth "
+                             f"argument ({type(err).__name__}: {err})") from None
+
+def _draw_coupled(p: np.ndarray, q: np.ndarray) -> Callable:
+    """Outcome = (the grader's draft x ~ q, the token speculative_sample(p, q, rng, x) emits), as x * V + y."""
+    vocab = len(p)
+
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        drafts = grader_drafts(q, rng, n)
+        out = np.array([_token_of(y, vocab, "speculative_sample(p, q, rng, draft)")
+                        for y in _given_drafts(fn, [(p, q, rng, int(x)) for x in drafts],
+                                               "speculative_sample(p, q, rng, draft)")], dtype=np.int64)
+        return drafts * vocab + out
+    return draw
+
 def sampler_cases() -> list[ExactnessCase]:
     all_pairs = pairs()
-    return [ExactnessCase(f"speculative_sample on pair '{name}'", exact_law(*all_pairs[name]), n,
-                          _draw_scalar(*all_pairs[name]), eps=_design_eps("sampler", name))
-            for name, n in N_SAMPLER.items()]
+    law_cases = [ExactnessCase(f"speculative_sample on pair '{name}'", exact_law(*all_pairs[name]), n,
+                               _draw_scalar(*all_pairs[name]), eps=_design_eps("sampler", name))
+                 for name, n in N_SAMPLER.items()]
+    coupling_cases = [ExactnessCase(f"{COUPLING} speculative_sample on pair '{name}'",
+                                    coupling_law(*all_pairs[name]), n, _draw_coupled(*all_pairs[name]),
+                                    labels=coupling_labels(len(all_pairs[name][0])), guarantee=COUPLING_GUARANTEE,
+                                    eps=_design_eps("sampler coupling", name), follows=COUPLING_FOLLOWS)
+                      for name, n in N_SAMPLER_COUPLING.items()]
+    return law_cases + coupling_cases
 
 @dataclass(frozen=True)
 class Bigram:
@@ -241,6 +315,24 @@ def _draw_batch(p: np.ndarray, q: np.ndarray) -> Callable:
         return np.concatenate([batch_result(out, m) for out, m in zip(outs, sizes)])
     return draw
 
+def _draw_batch_coupled(p: np.ndarray, q: np.ndarray) -> Callable:
+    """Outcome = (the grader's draft x_b ~ q, the token row b emits when the drafts are given), as x * V + y;
+    all rows are copies of (p, q), in calls of at most BATCH_CHUNK rows."""
+    vocab = len(p)
+
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        drafts = grader_drafts(q, rng, n)
+        rows = BATCH_CHUNK if vocab > 64 else n  # as _draw_batch
+        starts = range(0, n, rows)
+        outs = _given_drafts(fn, [(np.broadcast_to(p, (m, vocab)), np.broadcast_to(q, (m, vocab)), rng,
+                                   drafts[a:a + m]) for a in starts for m in [min(rows, n - a)]],
+                             "speculative_sample_batch(p, q, rng, drafts)")
+        tokens = np.concatenate([batch_result(out, min(rows, n - a)) for out, a in zip(outs, starts)])
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
+            raise AssertionError(f"speculative_sample_batch(p, q, rng, drafts) returned a token outside [0, {vocab})")
+        return drafts * vocab + tokens
+    return draw
+
 DIFFERENT_P = np.array([0.0, 0.1, 0.2, 0.3, 0.4])
 
 def _draw_batch_different(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -276,4 +368,9 @@ def batch_cases() -> list[ExactnessCase]:
                                law, N_BATCH_DIFFERENT, _draw_batch_different, labels=labels, batched=True,
                                guarantee="the joint law of two neighbouring rows (permutation-invariant roles)",
                                eps=_design_eps("batch", "different")))
+    cases += [ExactnessCase(f"{COUPLING} speculative_sample_batch on {n} copies of pair '{name}'",
+                            coupling_law(*all_pairs[name]), n, _draw_batch_coupled(*all_pairs[name]), batched=True,
+                            labels=coupling_labels(len(all_pairs[name][0])), guarantee=COUPLING_GUARANTEE,
+                            eps=_design_eps("batch coupling", name), follows=COUPLING_FOLLOWS)
+              for name, n in N_BATCH_COUPLING.items()]
     return cases

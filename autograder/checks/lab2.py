@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -40,9 +41,9 @@ GRADING = os.environ.get("NBGRADER_EXECUTION") is not None
 # ------------------------------------------------------------------------------ the rules
 # Every requirement a check below enforces, in the words `make labs` writes into the solution cell
 # (autograder/authoring/labs.py); a failing check names the rule it found broken (`under`).
-R_PREFILL = Rule("prefill", "`prefill(model, prompt, cache)` feeds the whole prompt through the cache in one "
-                 "forward, leaves `cache.length == len(prompt)`, and returns the logits of the last position "
-                 "(within 1e-3 of a forward without a cache).")
+R_PREFILL = Rule("prefill", "`prefill(model, prompt, cache)` feeds the whole prompt through the cache, leaves "
+                 "`cache.length == len(prompt)`, and returns the logits of the last position (within 1e-3 of a "
+                 "forward without a cache).")
 R_BASELINE = Rule("baseline", "`autoregressive_decode(model, prompt, max_new_tokens, temperature=0.0)` returns "
                   "the new tokens (a sequence of ints), which at temperature 0 are exactly the model's greedy "
                   "tokens.")
@@ -52,6 +53,11 @@ R_ROLLBACK = Rule("rollback", "`speculative_decode` returns `max_new_tokens` new
                   "and calls `on_step(target_cache, draft_cache, seq)` after every step; then both caches hold "
                   "exactly `len(seq) - 1` positions, whose K and V equal a fresh prefill of those tokens "
                   "(within 1e-4).")
+R_SPECULATES = Rule("speculates", "`speculative_decode` speculates and rolls back: a step that reports "
+                    "`accepted[s]` = a emits a + 1 new tokens (fewer only when `eos` ends it); a step that accepts a draft "
+                    "has run the draft model; the target checks all of a step's drafts in one forward and its cache is "
+                    "rolled back, never rebuilt, so a run of S steps (S calls of `on_step`) makes at most S + 1 target "
+                    "forwards (one for the prompt) and feeds the target at most len(prompt) + S * (k + 1) tokens.")
 R_SAMPLING_RNG = Rule("sampling rng", "Called with a `generator`, `speculative_decode` takes every random number "
                       "from it: two runs with generators seeded alike return the same tokens, and the global torch "
                       "and numpy random states are never touched (with `generator=None`, torch's default generator "
@@ -166,7 +172,9 @@ def _cache_checker(target, draft, log: list) -> Callable:
                                               f"positions; it should hold {want_len} (every token but the last emitted)")
             fresh = model.new_cache(batch=1, max_len=max(want_len, 1))
             if want_len:
-                model(torch.tensor([seq[:want_len]], device=model.device), torch.arange(want_len, device=model.device), fresh)
+                # the class's forward: a counted model (_counted) does not count the check's own prefill
+                type(model).forward(model, torch.tensor([seq[:want_len]], device=model.device),
+                                    torch.arange(want_len, device=model.device), fresh)
             for layer in range(cache.n_layer):
                 for kind, a, b in (("K", cache.k[layer], fresh.k[layer]), ("V", cache.v[layer], fresh.v[layer])):
                     err = float((a[:, :, :want_len].float() - b[:, :, :want_len].float()).abs().max()) if want_len else 0.0
@@ -177,37 +185,98 @@ def _cache_checker(target, draft, log: list) -> Callable:
     return on_step
 
 
-def check_rollback(speculative_decode: Callable) -> None:
-    """After every step both KV caches equal a fresh prefill of the emitted tokens (rollback is exact)."""
-    with under(R_ROLLBACK):
-        from speclab.toy import toy_pair
+@contextmanager
+def _counted(model) -> Iterator[list[int]]:
+    """While the block runs, every forward of `model` (called as model(tokens, ...) or model.forward(...))
+    appends the number of tokens it was fed to the list it yields. Judged inside the notebook
+    (check_rollback), where the grader's model objects are the ones the student's code calls."""
+    fed: list[int] = []
+    real = type(model).forward
 
-        t, d = toy_pair(0)
-        gen = torch.Generator().manual_seed(1)
-        # sampled runs on the toy pair: rejections at the first position and full acceptances both occur
-        seen_zero = seen_full = False
-        for k in (1, 2, 3):
-            for trial in range(4):
-                log: list = []
-                new, acc = speculative_decode(t, d, torch.tensor([0, 1, 2]), 12, k, temperature=1.0,
-                                              generator=gen, on_step=_cache_checker(t, d, log))
+    def forward(tokens, *args, **kwargs):
+        fed.append(int(tokens.shape[-1]))
+        return real(model, tokens, *args, **kwargs)
+
+    model.__dict__["forward"] = forward  # found before the class's method, by model(...) too
+    try:
+        yield fed
+    finally:
+        model.__dict__.pop("forward", None)
+
+
+def _steps_emit_what_they_report(log: list[int], acc, start: int, eos=None) -> None:
+    """on_step saw len(seq) = log[s] after step s: each step emitted accepted[s] + 1 tokens (fewer only at eos)."""
+    grew = [b - a for a, b in zip([start] + log[:-1], log)]
+    assert len(grew) == len(acc), (f"on_step was called {len(grew)} times but `accepted` has {len(acc)} entries: "
+                                   f"one of each per step")
+    for s, (g, a) in enumerate(zip(grew, acc)):
+        last_at_eos = eos is not None and s == len(acc) - 1 and g <= int(a) + 1
+        assert g == int(a) + 1 or last_at_eos, (f"step {s + 1} reported accepted = {int(a)} but emitted {g} new "
+                                                f"token(s); a step emits its accepted drafts plus one token")
+
+
+def _speculated(target_fed: list[int], draft_fed: list[int], acc, prompt_len: int, k: int, where: str) -> None:
+    steps = len(acc)
+    accepting = sum(1 for a in acc if int(a) > 0)
+    assert len(draft_fed) >= accepting, (f"{where}: {accepting} steps accepted a draft but the draft model ran "
+                                         f"{len(draft_fed)} forward(s): accepted drafts must come from the draft model")
+    assert len(target_fed) <= steps + 1, (f"{where}: the target ran {len(target_fed)} forwards in {steps} steps; one "
+                                          f"forward verifies all of a step's drafts (at most {steps + 1} with the prompt's)")
+    most = prompt_len + steps * (k + 1)
+    assert sum(target_fed) <= most, (f"{where}: the target was fed {sum(target_fed)} tokens in {steps} steps, more "
+                                     f"than the {most} a decoder that rolls its cache back feeds (was a cache rebuilt?)")
+
+
+def check_rollback(speculative_decode: Callable) -> None:
+    """After every step both KV caches equal a fresh prefill of the emitted tokens (rollback is exact); and the
+    decoder speculates: steps emit what they report, the draft runs, one target forward per step, no rebuild."""
+    from speclab.toy import toy_pair
+
+    t, d = toy_pair(0)
+    gen = torch.Generator().manual_seed(1)
+    # sampled runs on the toy pair: rejections at the first position and full acceptances both occur
+    seen_zero = seen_full = False
+    for k in (1, 2, 3):
+        for trial in range(4):
+            log: list = []
+            with _counted(t) as target_fed, _counted(d) as draft_fed:
+                with under(R_ROLLBACK):
+                    new, acc = speculative_decode(t, d, torch.tensor([0, 1, 2]), 12, k, temperature=1.0,
+                                                  generator=gen, on_step=_cache_checker(t, d, log))
+            with under(R_ROLLBACK):
                 assert len(new) == 12, f"k={k}: asked for 12 new tokens (the caches' capacity), got {len(new)}"
                 assert log, "expected on_step to be called after every step; it was never called"
-                seen_zero |= 0 in acc
-                seen_full |= k in acc
-        assert seen_zero and seen_full, "the rollback runs did not cover a rejection at the first position and a full acceptance"
-        # the draft IS the target: every draft is accepted at temperature 0 (the draft cache must catch up)
-        log = []
+            with under(R_SPECULATES):
+                _steps_emit_what_they_report(log, acc, 3)
+                _speculated(target_fed, draft_fed, acc, 3, k, f"k = {k}, sampled")
+            seen_zero |= 0 in acc
+            seen_full |= k in acc
+    with under(R_SPECULATES):
+        assert seen_zero and seen_full, ("the sampled runs on the toy pair (k = 1, 2, 3, 12 tokens each) reported "
+                                         "no rejection at the first position or no full acceptance; a speculative "
+                                         "decoder meets both there")
+    # the draft IS the target: every draft is accepted at temperature 0 (the draft cache must catch up)
+    log = []
+    with under(R_ROLLBACK):
         new, acc = speculative_decode(t, t, torch.tensor([3, 1]), 13, 3, temperature=0.0, on_step=_cache_checker(t, t, log))
+    with under(R_SPECULATES):
         assert all(a == min(3, 13 - 1 - sum(acc[:i]) - i) or a == 3 for i, a in enumerate(acc)), f"draft == target at temperature 0: expected every draft accepted, got accepted={acc}"
-        # an end token inside an accepted block, with the shipped pair
-        target, draft = shipped_pair()
-        pr = prompts(1)[0]
-        ref = greedy_reference(target, pr, 20)
-        eos = ref[7]
-        log = []
-        new, _ = speculative_decode(target, draft, pr, 20, 4, temperature=0.0, eos=eos, on_step=_cache_checker(target, draft, log))
+        _steps_emit_what_they_report(log, acc, 2)
+    # an end token inside an accepted block, with the shipped pair
+    target, draft = shipped_pair()
+    pr = prompts(1)[0]
+    ref = greedy_reference(target, pr, 20)
+    eos = ref[7]
+    log = []
+    with _counted(target) as target_fed, _counted(draft) as draft_fed:
+        with under(R_ROLLBACK):
+            new, acc = speculative_decode(target, draft, pr, 20, 4, temperature=0.0, eos=eos,
+                                          on_step=_cache_checker(target, draft, log))
+    with under(R_ROLLBACK):
         assert list(new) == ref[: ref.index(eos) + 1], f"with end token {eos}: expected the output to stop right after it, got {list(new)}"
+    with under(R_SPECULATES):
+        _steps_emit_what_they_report(log, acc, len(pr), eos)
+        _speculated(target_fed, draft_fed, acc, len(pr), 4, "the shipped pair, k = 4")
 
 
 # ------------------------------------------------------------------------------ sampling
@@ -438,7 +507,7 @@ DETERMINISTIC_NOTES = {
 CELLS: list[CellSpec] = [
     CellSpec("test_baseline", 1, 2, check_baseline, ("prefill", "autoregressive_decode"), rules=(R_PREFILL, R_BASELINE)),
     CellSpec("test_greedy", 2, 4, check_greedy_equivalence, ("speculative_decode",), rules=(R_GREEDY,)),
-    CellSpec("test_rollback", 2, 4, check_rollback, ("speculative_decode",), rules=(R_ROLLBACK,)),
+    CellSpec("test_rollback", 2, 4, check_rollback, ("speculative_decode",), rules=(R_ROLLBACK, R_SPECULATES)),
     CellSpec("test_sampling_contracts", 2, 1, check_sampling_contracts, ("speculative_decode",),
              rules=(R_SAMPLING_RNG, R_K)),
     CellSpec("test_sampling", 2, 3, check_sampling_exactness, ("speculative_decode",), sampling_cases, 2026,

@@ -116,6 +116,7 @@ class ExactnessCase:
     batched: bool = False  # a batch sampler: the power report draws it a whole hidden test at a time
     guarantee: str = "the law of one outcome"
     eps: float | None = None  # design distance of the early passes; None: one look at n (no early pass)
+    follows: str = "the target distribution"  # what a correct implementation's outcomes follow, in messages
 
     def __post_init__(self) -> None:
         law = np.asarray(self.law, dtype=float)
@@ -293,7 +294,7 @@ def _describe(case: ExactnessCase, counts: np.ndarray, tv: float, tau: float) ->
     for i in order:
         dev = "impossible for a correct implementation" if law[i] == 0 and freq[i] > 0 else f"{z[i]:+.1f} standard deviations"
         parts.append(f"{case.label(int(i))}: {freq[i]:.4f} of your samples, expected {law[i]:.4f} ({dev})")
-    return (f"[{case.name}] your samples do not follow the target distribution: the total variation "
+    return (f"[{case.name}] your samples do not follow {case.follows}: the total variation "
             f"between your {n} samples and the exact distribution is {tv:.4f}, a correct implementation "
             f"stays below {tau:.4f} (expected about {expected_tv(law, n):.4f}). Largest differences: "
             + "; ".join(parts))

@@ -344,10 +344,6 @@ DETERMINISTIC_LIMIT_S = 20.0
 SLOW_LIMIT_S = 60.0
 
 
-class _Late(BaseException):
-    """A check ran past its time limit (a BaseException: checks catch Exception)."""
-
-
 class _Recorded(BaseException):
     """Stops a check at its first call of the student function (see _first_call)."""
 
@@ -356,33 +352,36 @@ def _released_stub(*args, **kwargs):
     raise NotImplementedError()
 
 
-def _verdict(check, args: list, limit_s: float) -> str:
-    """'pass', 'fail' or 'late': check(*args) within limit_s seconds, its output swallowed."""
+def _quiet_call(fn, args, kwargs, limit_s: float) -> str:
+    """'returned', 'raised' or 'late': fn(*args, **kwargs) within limit_s seconds, its output and warnings
+    swallowed (autograder.inside.protect.cell_timer, the limit the sandbox's cells run under)."""
     import contextlib
     import io
     import signal
     import warnings
 
-    def ring(signum, frame):
-        raise _Late()
+    from autograder.inside.protect import CellTimeout, cell_timer
 
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, limit_s)
+    previous = signal.getsignal(signal.SIGALRM)
     try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                warnings.catch_warnings():
+        with cell_timer(limit_s), contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            check(*args)
-        return "pass"
-    except _Late:
+            fn(*args, **kwargs)
+        return "returned"
+    except CellTimeout:
         return "late"
     except KeyboardInterrupt:
         raise
     except BaseException:  # noqa: BLE001 - a candidate may raise anything, SystemExit included
-        return "fail"
+        return "raised"
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def _verdict(check, args: list, limit_s: float) -> str:
+    """'pass', 'fail' or 'late': check(*args) within limit_s seconds, its output swallowed."""
+    return {"returned": "pass", "raised": "fail", "late": "late"}[_quiet_call(check, args, {}, limit_s)]
 
 
 class _FirstCall:
@@ -394,38 +393,14 @@ class _FirstCall:
 
     def same_outcome(self, fn, limit_s: float) -> bool:
         """Does fn, on a copy of these arguments, raise where the reference raised and return where it returned?"""
-        import contextlib
         import copy
-        import io
-        import signal
-        import warnings
 
         try:
             args, kwargs = copy.deepcopy((self.args, self.kwargs))
         except Exception:  # noqa: BLE001 - what cannot be copied is not screened
             return True
-
-        def ring(signum, frame):
-            raise _Late()
-
-        previous = signal.signal(signal.SIGALRM, ring)
-        signal.setitimer(signal.ITIMER_REAL, limit_s)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                    warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                fn(*args, **kwargs)
-            raised = False
-        except _Late:
-            return True  # undecided here: the check decides
-        except KeyboardInterrupt:
-            raise
-        except BaseException:  # noqa: BLE001
-            raised = True
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-        return raised == self.raised
+        outcome = _quiet_call(fn, args, kwargs, limit_s)
+        return outcome == "late" or (outcome == "raised") == self.raised  # late: undecided here, the check decides
 
 
 def _first_call(check, args: list, slot: int, limit_s: float) -> _FirstCall | None:

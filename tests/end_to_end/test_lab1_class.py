@@ -7,7 +7,8 @@ test cells (autograder.checks.lab1.CELLS) and which parts each cell needs:
 a test cell earns its points iff every part it calls is solved. Needs, from the solution
 notebook: parts 2 and 3 call part 1's functions; the speed cell prints `speed`, which the
 lab's demo cell measures with the batch sampler (part 5) alone.
-The wall time of the whole class is printed (pytest -s) and asserted under 10 minutes.
+The wall time of the whole class is printed (pytest -s), not asserted: a verdict must not depend on how fast
+or how busy the machine is (the cost of grading is measured by `python -m autograder.audit.cost`).
 """
 from __future__ import annotations
 
@@ -131,4 +132,3 @@ def test_thirty_students_two_workers(tmp_path):
     assert any("moved" in p for p in results["s30_only_part4_moved_test"]["problems"])
     assert all(re.search("not a valid notebook", " ".join(results[f"s{i}_invalid_json"]["problems"]))
                for i in range(24, 27))
-    assert wall < 600

@@ -119,23 +119,23 @@ MUTANTS: list[Mutant] = catalog("lab1", [
     Mutant("sampler_always_accepts", 2, "speculative_sample",
            "Returns the drafted token without the accept/reject test: samples q, not p.", """
 -    q = np.asarray(q, dtype=float)
--    x = sample_from(q, rng)
+-    x = sample_from(q, rng) if draft is None else draft
 -    if rng.random() < acceptance_prob(p, q, x):  # checks p and q before they are used
 -        return x
 -    return sample_from(residual_distribution(p, q), rng)
 +    q = check_distribution(q, "q")
-+    return sample_from(q, rng)
++    return sample_from(q, rng) if draft is None else draft
 """),
     Mutant("sampler_drafts_argmax", 2, "speculative_sample",
            "Drafts the most likely token of q (greedy) but accepts with min(1, p/q) as if x ~ q.", CHECK_BEFORE_DRAFT + """
--    x = sample_from(q, rng)
-+    x = int(np.argmax(q))
+-    x = sample_from(q, rng) if draft is None else draft
++    x = int(np.argmax(q)) if draft is None else draft
 """),
     Mutant("sampler_draft_temperature_mismatch", 2, "speculative_sample",
            "Draws the draft token from q at temperature 0.5 (q**2, renormalised) but uses q in the ratio.",
            CHECK_BEFORE_DRAFT + """
--    x = sample_from(q, rng)
-+    x = sample_from(q**2 / np.sum(q**2), rng)
+-    x = sample_from(q, rng) if draft is None else draft
++    x = sample_from(q**2 / np.sum(q**2), rng) if draft is None else draft
 """),
     Mutant("sampler_reuses_uniform", 2, "speculative_sample",
            "Samples the residual by inverting its CDF at the same uniform u that was just rejected.",
@@ -151,9 +151,9 @@ MUTANTS: list[Mutant] = catalog("lab1", [
     Mutant("sampler_eager_residual", 2, "speculative_sample",
            "Computes the residual before the accept/reject test, so it crashes whenever p == q.",
            CHECK_BEFORE_DRAFT + """
--    x = sample_from(q, rng)
+-    x = sample_from(q, rng) if draft is None else draft
 +    resid = residual_distribution(p, q)
-+    x = sample_from(q, rng)
++    x = sample_from(q, rng) if draft is None else draft
 
 -    return sample_from(residual_distribution(p, q), rng)
 +    return sample_from(resid, rng)
@@ -258,10 +258,10 @@ MUTANTS: list[Mutant] = catalog("lab1", [
     Mutant("sampler_one_uniform", 2, "speculative_sample",
            "Uses one uniform both to draft (inverse CDF of q) and to accept: the test is not independent of x.",
            CHECK_BEFORE_DRAFT + """
--    x = sample_from(q, rng)
+-    x = sample_from(q, rng) if draft is None else draft
 -    if rng.random() < acceptance_prob(p, q, x):  # checks p and q before they are used
 +    u = rng.random()
-+    x = int(min(np.searchsorted(np.cumsum(q), u, side="right"), len(q) - 1))
++    x = int(min(np.searchsorted(np.cumsum(q), u, side="right"), len(q) - 1)) if draft is None else draft
 +    if u < acceptance_prob(p, q, x):
 """),
     Mutant("block_one_uniform_per_block", 3, "verify_block",
@@ -306,8 +306,9 @@ MUTANTS: list[Mutant] = catalog("lab1", [
     Mutant("batch_cdf_of_first_row", 5, "speculative_sample_batch",
            "Builds the draft's CDF from row 0 only: right when every row has the same law.",
            LOOSE_BATCH_CHECKS + EVERY_ROW_RESIDUAL + """
--    x = inverse_cdf(q)  # (B,) drafts
-+    x = np.minimum(np.searchsorted(np.cumsum(q[0]), rng.random(batch), side="right"), vocab - 1)
+-    x = inverse_cdf(q) if drafts is None else np.asarray(drafts)  # (B,) drafts
++    x = (np.minimum(np.searchsorted(np.cumsum(q[0]), rng.random(batch), side="right"), vocab - 1)
++         if drafts is None else np.asarray(drafts))
 """),
     Mutant("batch_neighbours_share_uniforms", 5, "speculative_sample_batch",
            "Draws one set of uniforms per pair of rows (to save random numbers): neighbouring rows are dependent.",
@@ -327,5 +328,49 @@ MUTANTS: list[Mutant] = catalog("lab1", [
            LOOSE_BATCH_CHECKS + EVERY_ROW_RESIDUAL + """
 -    accept = rng.random(batch) * q[rows, x] < p[rows, x]  # u < p(x) / q(x), without dividing
 +    accept = rng.random(batch) * q[rows, x] <= 1.05 * p[rows, x]
+"""),
+    # ------------------------------------------------------------------------- issue 31: the right law, not the algorithm
+    # Samplers whose output follows p exactly but that do not run speculative sampling: only the coupling cases
+    # (the grader's drafts given, the joint law of (draft, emitted token) compared) can tell them apart.
+    Mutant("sampler_ignores_q", 2, "speculative_sample",
+           "Samples p directly: the right law, but no draft is ever verified (q is only checked).", """
+-    q = np.asarray(q, dtype=float)
+-    x = sample_from(q, rng) if draft is None else draft
+-    if rng.random() < acceptance_prob(p, q, x):  # checks p and q before they are used
+-        return x
+-    return sample_from(residual_distribution(p, q), rng)
++    p = check_distribution(p, "p")
++    check_distribution(q, "q", size=p.size)
++    return sample_from(p, rng)
+"""),
+    Mutant("sampler_ignores_draft", 2, "speculative_sample",
+           "Draws a draft of its own even when the draft model's token is given: the right law, another coupling.",
+           """
+-    x = sample_from(q, rng) if draft is None else draft
++    x = sample_from(q, rng)
+"""),
+    Mutant("sampler_half_acceptance", 2, "speculative_sample",
+           "Accepts with half of min(1, p/q) and resamples from p - min(p, q) / 2: the right law, half the acceptance.",
+           """
+-    if rng.random() < acceptance_prob(p, q, x):  # checks p and q before they are used
+-        return x
+-    return sample_from(residual_distribution(p, q), rng)
++    if rng.random() < 0.5 * acceptance_prob(p, q, x):
++        return x
++    p = check_distribution(p, "p")
++    rest = p - 0.5 * np.minimum(p, q)
++    return sample_from(rest / rest.sum(), rng)
+"""),
+    Mutant("batch_ignores_q", 5, "speculative_sample_batch",
+           "Samples every row of p directly (one inverse CDF per row): the right law, no draft verified.", """
+-    x = inverse_cdf(q) if drafts is None else np.asarray(drafts)  # (B,) drafts
+-    accept = rng.random(batch) * q[rows, x] < p[rows, x]  # u < p(x) / q(x), without dividing
+-    out = x.copy()
+-    rejected = np.flatnonzero(~accept)
+-    if rejected.size:
+-        resid = np.maximum(p[rejected] - q[rejected], 0.0)  # each rejected row has residual mass > 0
+-        out[rejected] = inverse_cdf(resid)
+-    return out
++    return inverse_cdf(p)
 """),
 ])

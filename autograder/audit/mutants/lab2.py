@@ -37,7 +37,8 @@ MUTANTS: list[Mutant] = catalog("lab2", [
 +            ps = process_logits(target_logits, temperature)  # [k_step+1, V]
 """),
     Mutant("recompute_without_cache", 2, "speculative_decode",
-           "Correct but slow: every forward recomputes the whole prefix without the cache.", """
+           "Fills its caches but computes every forward's logits from the whole prefix without them: right tokens, slow.",
+           """
 -    def forward(model, cache, x):  # x: [1, T] token ids on dev -> logits [T, V]
 -        return model(x, positions[cache.length : cache.length + x.shape[1]], cache)[0]
 +    history = {}  # id(cache) -> the tokens it holds
@@ -47,5 +48,30 @@ MUTANTS: list[Mutant] = catalog("lab2", [
 +        history[id(cache)] = past
 +        model(x, positions[cache.length : cache.length + x.shape[1]], cache)
 +        return model(torch.tensor([past], device=dev), None, None)[0, -x.shape[1]:]
+"""),
+    # issue 31: decoders with the right tokens that do not run the algorithm the lab asks for; the rollback
+    # check counts the models' forwards (autograder.checks.lab2.check_rollback, rule "speculates")
+    Mutant("rebuilds_caches", 2, "speculative_decode",
+           "Rebuilds both caches with a fresh prefill of the whole sequence after every step instead of rolling back.",
+           """
+-        tc.rollback(min(keep, tc.length))
+-        dc.rollback(min(keep, dc.length))
+-        if dc.length < keep:  # all drafts accepted: the last draft token was never fed to the draft
+-            forward(draft, dc, torch.tensor([seq[dc.length:keep]], device=dev))
++        tc.rollback(0)
++        dc.rollback(0)
++        forward(target, tc, torch.tensor([seq[:keep]], device=dev))
++        forward(draft, dc, torch.tensor([seq[:keep]], device=dev))
+"""),
+    Mutant("verifies_token_by_token", 2, "speculative_decode",
+           "Verifies the drafts with one target forward per position (k + 1 a step) instead of one over all of them.",
+           """
+-        target_logits = forward(target, tc, block[:, : k_step + 1])  # [k_step+1, V]
++        target_logits = torch.cat([forward(target, tc, block[:, i : i + 1]) for i in range(k_step + 1)])
+"""),
+    Mutant("never_speculates", 2, "speculative_decode",
+           "Never drafts: every step feeds the target the last token and emits one token, plain decoding.", """
+-        k_step = min(k, max_new_tokens - len(new) - 1)  # never emit past max_new_tokens
++        k_step = 0  # no drafts: one target forward, one token
 """),
 ])

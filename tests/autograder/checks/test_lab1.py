@@ -203,14 +203,18 @@ def _targeted(cell_name: str, group: str):
     cell = next(c for c in L.CELLS if c.grade_id == cell_name)
     cases = cell.cases()
     names = L.TARGETED[group]
-    picked = [c for c in cases if any(f"'{n}'" in c.name or (n == "different" and "its own law" in c.name)
-                                      or c.name.endswith(f"k = {n}") for n in names)]
+    coupling = group.endswith("coupling")  # the coupling cases of a cell, or its law cases
+    picked = [c for c in cases if c.name.startswith(L.COUPLING) == coupling
+              and any(f"'{n}'" in c.name or (n == "different" and "its own law" in c.name)
+                      or c.name.endswith(f"k = {n}") for n in names)]
     assert len(picked) == len(names), [c.name for c in picked]
     return picked, L.ALPHA_CELL / len(cases)
 
 
 @pytest.mark.parametrize(("cell", "group"), [("test_sampler_exactness", "sampler"), ("test_batch_exactness", "batch"),
-                                             ("test_block_exactness", "block")])
+                                             ("test_block_exactness", "block"),
+                                             ("test_sampler_exactness", "sampler coupling"),
+                                             ("test_batch_exactness", "batch coupling")])
 def test_eps_targets_hold_with_the_smallest_n(cell, group):
     """Issue 14's targets: eps <= target at the chosen n; 3 % fewer draws would miss it (n is the smallest, to 3 %)."""
     cases, alpha = _targeted(cell, group)
@@ -238,6 +242,23 @@ def test_regimes_of_issue_14_are_covered():
 
 
 # ----------------------------------------------------------------------------- exact laws
+@pytest.mark.parametrize("name", L.COUPLING_PAIRS)
+def test_coupling_law_has_the_right_marginals_and_keeps_exactly_alpha(name):
+    """The coupling cases' law: drafts follow q, emitted tokens follow p, and P(emitted = draft) = alpha."""
+    p, q = L.pairs()[name]
+    law = L.coupling_law(p, q).reshape(len(p), len(p))
+    assert np.allclose(law.sum(axis=1), q, atol=1e-12) and np.allclose(law.sum(axis=0), p, atol=1e-12)
+    assert np.trace(law) == pytest.approx(np.minimum(p, q).sum(), abs=1e-12)
+
+
+def test_coupling_law_by_hand():
+    # p = [.1, .2, .3, .4], q = [.4, .3, .2, .1]: a(0) = 1/4, a(1) = 2/3, a(2) = a(3) = 1; residual [0, 0, 1/4, 3/4]
+    law = L.coupling_law(np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1])).reshape(4, 4)
+    assert law[0] == pytest.approx([0.1, 0, 0.3 * 0.25, 0.3 * 0.75])
+    assert law[1] == pytest.approx([0, 0.2, 0.1 * 0.25, 0.1 * 0.75])
+    assert law[2] == pytest.approx([0, 0, 0.2, 0]) and law[3] == pytest.approx([0, 0, 0, 0.1])
+
+
 def test_block_law_k1_hand_worked():
     # start row: p = [.5, .3, .2], q = [.2, .5, .3]. Draft 0 (.2) always accepted; draft 1 (.5)
     # accepted w.p. .6; draft 2 (.3) w.p. 2/3; rejections (.2 + .1) resample the residual = token 0.
@@ -283,16 +304,21 @@ def test_deterministic_checks_pass_reference(reference, cell):
     cell.check(*[getattr(reference, a) for a in cell.args])
 
 
-@pytest.mark.parametrize("m", [m for m in MUTANTS if m.part in (1, 4)], ids=lambda m: m.name)
-def test_deterministic_checks_catch_part1_and_part4_mutants(m):
+@pytest.mark.parametrize("m", MUTANTS, ids=lambda m: m.name)
+def test_every_mutant_fails_a_check_of_its_part(m):
+    """Each catalog mutant fails one of its part's hidden checks, called as the test cells call them (the timed
+    cell aside: its power is tested apart). tests/end_to_end/test_lab1_autograde.py grades some of them under the
+    real nbgrader too; the committed power report gives each one's probability of being caught."""
     ns = namespace("lab1", m)
     failed = []
-    for cell in [c for c in L.CELLS if c.part == m.part]:
+    for cell in [c for c in L.CELLS if c.part == m.part and c.grade_id != "test_batch_speed"]:
         try:
             cell.check(*[getattr(ns, a) for a in cell.args])
         except AssertionError as err:
             failed.append(str(err))
             assert "def " not in str(err)  # the message describes the property, it shows no code
+        except Exception as err:  # noqa: BLE001 - a crash in a graded cell costs its points under nbgrader too
+            failed.append(f"{type(err).__name__}: {err}")
     assert failed, m.name
 
 
@@ -403,7 +429,7 @@ def test_strip_markers():
 def _edge_case(cell: str, fragment: str):
     spec = next(c for c in L.CELLS if c.grade_id == cell)
     cases = spec.cases()
-    (case,) = [c for c in cases if fragment in c.name]
+    (case,) = [c for c in cases if fragment in c.name and not c.name.startswith(L.COUPLING)]
     return case, L.ALPHA_CELL / len(cases)
 
 

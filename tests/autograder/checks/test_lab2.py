@@ -36,7 +36,11 @@ CAUGHT_BY = {
     "draft_not_caught_up": ["rollback"],
     "target_logits_shifted": ["greedy", "rollback"],
     "transform_one_side": ["sampling_topk"],
-    "recompute_without_cache": ["speedup"],
+    "recompute_without_cache": ["rollback", "speedup"],
+    # issue 31: the right tokens, not the algorithm; the rollback check counts the models' forwards
+    "rebuilds_caches": ["rollback"],
+    "verifies_token_by_token": ["rollback"],
+    "never_speculates": ["rollback"],
 }
 
 
@@ -73,10 +77,10 @@ def test_reference_passes_small_checks(ref):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in CAUGHT_BY if n != "recompute_without_cache"])
+@pytest.mark.parametrize("name", list(CAUGHT_BY))
 def test_mutant_fails_its_check(name):
     ns = namespace(name)
-    for check in CAUGHT_BY[name]:
+    for check in [c for c in CAUGHT_BY[name] if c != "speedup"]:  # the timed check: the test below
         # any exception in a graded cell costs its points under nbgrader (a crash as much as a failed assert)
         with pytest.raises(Exception) as err:
             run_check(check, ns)
