@@ -20,6 +20,15 @@ CHECK_BEFORE_DRAFT = """
 +    p = check_distribution(p, "p", size=q.size)
 """
 
+# The whole body of the one-position sampler, for the mutants that replace all of it.
+WHOLE_SAMPLER = """
+-    q = np.asarray(q, dtype=float)
+-    x = sample_from(q, rng) if draft is None else draft
+-    if rng.random() < acceptance_prob(p, q, x):  # checks p and q before they are used
+-        return x
+-    return sample_from(residual_distribution(p, q), rng)
+"""
+
 # The verifiers take the rows as they are given, and then either check nothing (not even the
 # bonus row) or check the shapes their own shorter way.
 _ROWS_AS_GIVEN = """
@@ -117,12 +126,7 @@ MUTANTS: list[Mutant] = catalog("lab1", [
 +    if rng.random() * p[x] < q[x]:
 """),
     Mutant("sampler_always_accepts", 2, "speculative_sample",
-           "Returns the drafted token without the accept/reject test: samples q, not p.", """
--    q = np.asarray(q, dtype=float)
--    x = sample_from(q, rng) if draft is None else draft
--    if rng.random() < acceptance_prob(p, q, x):  # checks p and q before they are used
--        return x
--    return sample_from(residual_distribution(p, q), rng)
+           "Returns the drafted token without the accept/reject test: samples q, not p.", WHOLE_SAMPLER + """\
 +    q = check_distribution(q, "q")
 +    return sample_from(q, rng) if draft is None else draft
 """),
@@ -333,12 +337,8 @@ MUTANTS: list[Mutant] = catalog("lab1", [
     # Samplers whose output follows p exactly but that do not run speculative sampling: only the coupling cases
     # (the grader's drafts given, the joint law of (draft, emitted token) compared) can tell them apart.
     Mutant("sampler_ignores_q", 2, "speculative_sample",
-           "Samples p directly: the right law, but no draft is ever verified (q is only checked).", """
--    q = np.asarray(q, dtype=float)
--    x = sample_from(q, rng) if draft is None else draft
--    if rng.random() < acceptance_prob(p, q, x):  # checks p and q before they are used
--        return x
--    return sample_from(residual_distribution(p, q), rng)
+           "Samples p directly: the right law, but no draft is ever verified (q is only checked).",
+           WHOLE_SAMPLER + """\
 +    p = check_distribution(p, "p")
 +    check_distribution(q, "q", size=p.size)
 +    return sample_from(p, rng)
