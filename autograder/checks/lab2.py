@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 import torch
@@ -28,10 +27,10 @@ from speclab import speedtest
 from . import CellSpec, Rule, defer_to_grader, under
 from .alone import alone
 from .calls import call_each
+from .lab2_rollback import ATOL, cache_checker, counted, speculated, steps_emit_what_they_report
 from .stats import ExactnessCase, check_case
 
 ALPHA_CELL = 1e-6  # false-failure budget of the statistical test cell
-ATOL = 1e-4  # cache entries: incremental vs fresh prefill (float32 rounding is ~1e-6)
 SPEEDUP_CPU = speedtest.DECODE_BAR_CPU  # best-k speedup over the course baseline required on a CPU (issue 6)
 SPEEDUP_CUDA = speedtest.DECODE_BAR_CUDA  # on a GPU the shipped pair is tiny and launch-bound: must not be slower
 THEORY_FRACTION = speedtest.THEORY_FRACTION  # measured S >= 0.75 * the S predicted from the run's alpha and c
@@ -161,72 +160,6 @@ def check_greedy_equivalence(speculative_decode: Callable) -> None:
                                                    f"after it (length {len(want)}), got length {len(got)}")
 
 
-def _cache_checker(target, draft, log: list) -> Callable:
-    """on_step callback: both caches must equal a fresh prefill of all emitted tokens but the last."""
-
-    def on_step(tc, dc, seq) -> None:
-        seq = [int(t) for t in seq]
-        want_len = len(seq) - 1
-        for name, model, cache in (("target", target, tc), ("draft", draft, dc)):
-            assert cache.length == want_len, (f"after step {len(log) + 1} the {name} cache holds {cache.length} "
-                                              f"positions; it should hold {want_len} (every token but the last emitted)")
-            fresh = model.new_cache(batch=1, max_len=max(want_len, 1))
-            if want_len:
-                # the class's forward: a counted model (_counted) does not count the check's own prefill
-                type(model).forward(model, torch.tensor([seq[:want_len]], device=model.device),
-                                    torch.arange(want_len, device=model.device), fresh)
-            for layer in range(cache.n_layer):
-                for kind, a, b in (("K", cache.k[layer], fresh.k[layer]), ("V", cache.v[layer], fresh.v[layer])):
-                    err = float((a[:, :, :want_len].float() - b[:, :, :want_len].float()).abs().max()) if want_len else 0.0
-                    assert err < ATOL, (f"after step {len(log) + 1} the {name} cache's {kind} of layer {layer} "
-                                        f"differs from a fresh prefill of the emitted tokens by {err:.3g}")
-        log.append(len(seq))
-
-    return on_step
-
-
-@contextmanager
-def _counted(model) -> Iterator[list[int]]:
-    """While the block runs, every forward of `model` (called as model(tokens, ...) or model.forward(...))
-    appends the number of tokens it was fed to the list it yields. Judged inside the notebook
-    (check_rollback), where the grader's model objects are the ones the student's code calls."""
-    fed: list[int] = []
-    real = type(model).forward
-
-    def forward(tokens, *args, **kwargs):
-        fed.append(int(tokens.shape[-1]))
-        return real(model, tokens, *args, **kwargs)
-
-    model.__dict__["forward"] = forward  # found before the class's method, by model(...) too
-    try:
-        yield fed
-    finally:
-        model.__dict__.pop("forward", None)
-
-
-def _steps_emit_what_they_report(log: list[int], acc, start: int, eos=None) -> None:
-    """on_step saw len(seq) = log[s] after step s: each step emitted accepted[s] + 1 tokens (fewer only at eos)."""
-    grew = [b - a for a, b in zip([start] + log[:-1], log)]
-    assert len(grew) == len(acc), (f"on_step was called {len(grew)} times but `accepted` has {len(acc)} entries: "
-                                   f"one of each per step")
-    for s, (g, a) in enumerate(zip(grew, acc)):
-        last_at_eos = eos is not None and s == len(acc) - 1 and g <= int(a) + 1
-        assert g == int(a) + 1 or last_at_eos, (f"step {s + 1} reported accepted = {int(a)} but emitted {g} new "
-                                                f"token(s); a step emits its accepted drafts plus one token")
-
-
-def _speculated(target_fed: list[int], draft_fed: list[int], acc, prompt_len: int, k: int, where: str) -> None:
-    steps = len(acc)
-    accepting = sum(1 for a in acc if int(a) > 0)
-    assert len(draft_fed) >= accepting, (f"{where}: {accepting} steps accepted a draft but the draft model ran "
-                                         f"{len(draft_fed)} forward(s): accepted drafts must come from the draft model")
-    assert len(target_fed) <= steps + 1, (f"{where}: the target ran {len(target_fed)} forwards in {steps} steps; one "
-                                          f"forward verifies all of a step's drafts (at most {steps + 1} with the prompt's)")
-    most = prompt_len + steps * (k + 1)
-    assert sum(target_fed) <= most, (f"{where}: the target was fed {sum(target_fed)} tokens in {steps} steps, more "
-                                     f"than the {most} a decoder that rolls its cache back feeds (was a cache rebuilt?)")
-
-
 def check_rollback(speculative_decode: Callable) -> None:
     """After every step both KV caches equal a fresh prefill of the emitted tokens (rollback is exact); and the
     decoder speculates: steps emit what they report, the draft runs, one target forward per step, no rebuild."""
@@ -239,16 +172,16 @@ def check_rollback(speculative_decode: Callable) -> None:
     for k in (1, 2, 3):
         for trial in range(4):
             log: list = []
-            with _counted(t) as target_fed, _counted(d) as draft_fed:
+            with counted(t) as target_fed, counted(d) as draft_fed:
                 with under(R_ROLLBACK):
                     new, acc = speculative_decode(t, d, torch.tensor([0, 1, 2]), 12, k, temperature=1.0,
-                                                  generator=gen, on_step=_cache_checker(t, d, log))
+                                                  generator=gen, on_step=cache_checker(t, d, log))
             with under(R_ROLLBACK):
                 assert len(new) == 12, f"k={k}: asked for 12 new tokens (the caches' capacity), got {len(new)}"
                 assert log, "expected on_step to be called after every step; it was never called"
             with under(R_SPECULATES):
-                _steps_emit_what_they_report(log, acc, 3)
-                _speculated(target_fed, draft_fed, acc, 3, k, f"k = {k}, sampled")
+                steps_emit_what_they_report(log, acc, 3)
+                speculated(target_fed, draft_fed, acc, 3, k, f"k = {k}, sampled")
             seen_zero |= 0 in acc
             seen_full |= k in acc
     with under(R_SPECULATES):
@@ -258,25 +191,25 @@ def check_rollback(speculative_decode: Callable) -> None:
     # the draft IS the target: every draft is accepted at temperature 0 (the draft cache must catch up)
     log = []
     with under(R_ROLLBACK):
-        new, acc = speculative_decode(t, t, torch.tensor([3, 1]), 13, 3, temperature=0.0, on_step=_cache_checker(t, t, log))
+        new, acc = speculative_decode(t, t, torch.tensor([3, 1]), 13, 3, temperature=0.0, on_step=cache_checker(t, t, log))
     with under(R_SPECULATES):
         assert all(a == min(3, 13 - 1 - sum(acc[:i]) - i) or a == 3 for i, a in enumerate(acc)), f"draft == target at temperature 0: expected every draft accepted, got accepted={acc}"
-        _steps_emit_what_they_report(log, acc, 2)
+        steps_emit_what_they_report(log, acc, 2)
     # an end token inside an accepted block, with the shipped pair
     target, draft = shipped_pair()
     pr = prompts(1)[0]
     ref = greedy_reference(target, pr, 20)
     eos = ref[7]
     log = []
-    with _counted(target) as target_fed, _counted(draft) as draft_fed:
+    with counted(target) as target_fed, counted(draft) as draft_fed:
         with under(R_ROLLBACK):
             new, acc = speculative_decode(target, draft, pr, 20, 4, temperature=0.0, eos=eos,
-                                          on_step=_cache_checker(target, draft, log))
+                                          on_step=cache_checker(target, draft, log))
     with under(R_ROLLBACK):
         assert list(new) == ref[: ref.index(eos) + 1], f"with end token {eos}: expected the output to stop right after it, got {list(new)}"
     with under(R_SPECULATES):
-        _steps_emit_what_they_report(log, acc, len(pr), eos)
-        _speculated(target_fed, draft_fed, acc, len(pr), 4, "the shipped pair, k = 4")
+        steps_emit_what_they_report(log, acc, len(pr), eos)
+        speculated(target_fed, draft_fed, acc, len(pr), 4, "the shipped pair, k = 4")
 
 
 # ------------------------------------------------------------------------------ sampling
