@@ -29,9 +29,16 @@ Detection (power) of a mutant, in the part it breaks:
   a lower bound on the power. A draw that violates the
   output contract (wrong length, crash) is an outcome of probability 0 under a
   correct implementation: the power is then at least 1 - (1 - rho)^n with rho
-  the Clopper-Pearson lower end of the violation rate.
+  the Clopper-Pearson lower end of the violation rate;
+* by the independence test of a stream or batch case (autograder/checks/independence.py): a mutant
+  whose every fresh hidden test repeats its draws exactly at some lag (the class that test covers) is
+  caught with probability 1, whatever the seed; membership of that class is observed on 2 fresh
+  hidden tests of the mutant.
 The mutant's detection probability is the largest lower bound over its part's cells
-(the search stops at the first cell or case that reaches 0.999).
+(the search stops at the first cell or case that reaches 0.999). The mutants are judged under a
+key drawn for the report, as a grading run draws one (autograder/checks/hidden.py): seeds and
+relabelled pairs the mutants cannot know in advance. The case table and the false-failure bounds
+hold for every key (a relabelling changes no design figure).
 
 What a lab provides: `autograder.checks.<lab>` with CELLS (CellSpec list), ALPHA_CELL,
 DETERMINISTIC_NOTES (grade id -> why a correct implementation cannot fail it), an
@@ -54,6 +61,8 @@ import numpy as np
 from scipy import stats as st
 from tqdm import tqdm
 
+from autograder.checks import hidden
+from autograder.checks.independence import DependenceFailure
 from autograder.checks.stats import (ExactnessCase, case_eps, case_false_failure_bound, early_passes,
                                      power_from_outcomes)
 from autograder.authoring import reference as reference_solution
@@ -74,15 +83,24 @@ def _violation_power(case: ExactnessCase, bad: int, total: int, chunk: int) -> f
 def case_power(case: ExactnessCase, alpha_case: float, fn, seed: int, draws: int, chunk: int) -> float:
     """Power lower bound of one case against fn, from `draws` fresh draws taken `chunk` at a time."""
     rng = np.random.default_rng(seed)
-    outcomes, bad, total = [], 0, 0
+    outcomes, bad, total, certain = [], 0, 0, 0
     for _ in range(max(1, draws // chunk)):
         total += 1
         try:
             outcomes.append(np.asarray(case.draw(fn, rng, chunk)).astype(np.int64))
+        except DependenceFailure as err:
+            # draws that repeat exactly at a lag with enough pairs fail with probability 1 (independence.py)
+            bad += 1
+            certain += err.exact_repeat
+            if bad >= 2:
+                break
         except Exception:  # noqa: BLE001 - any crash or contract violation counts as detected
             bad += 1
             if bad >= 5:  # enough to show a violation rate; stop early
                 break
+    if bad and certain == total:
+        LAST_TV[0] = float("nan")
+        return 1.0
     if bad:
         return _violation_power(case, bad, total, chunk)
     outcomes = np.concatenate(outcomes)
@@ -125,49 +143,57 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, ma
                          n={c.name: c.n for c in cases}, table=table)
         report["cells"].append(entry)
 
+    key = hidden.new_key()  # the instance the mutants meet: unknown to them, as in a grading run
     for m in tqdm([m for m in catalog if only is None or m.name in only], desc="mutants", file=sys.stderr):
-        ns = namespace(lab, m)
-        best, via = 0.0, None
-        # timed cells that call the replaced function, in any part (a correct but slow decoder of part 2 loses
-        # part 3's speedup points): their verdict depends on the machine, so they are named, not bounded
-        timed = [c.grade_id for c in checks.CELLS if c.cases is None and getattr(c.check, "randomised", False)
-                 and m.replaces in c.args]
-        seen_tv = None
-        t0 = time.perf_counter()
-        for cell in [c for c in checks.CELLS if c.part == m.part]:
-            args = [getattr(ns, a) for a in cell.args]
-            if cell.cases is None:
-                if getattr(cell.check, "randomised", False):
-                    continue  # its outcome for a wrong implementation may depend on the seed or the machine
-                try:
-                    cell.check(*args)
-                except Exception:  # noqa: BLE001
-                    best, via = 1.0, cell.grade_id
-                    break
-                continue
-            cases = cell.cases()
-            alpha_case = checks.ALPHA_CELL / len(cases)
-            for i, case in enumerate(cases):
-                chunk = case.n if case.batched else 1
-                # a batched case is drawn in whole hidden tests (n rows each): at most 2 of them
-                cap = max(max_draws, caps.get(m.name, 0))
-                draws = case.n * min(draws_scale, 2) if case.batched else max(1, min(draws_scale * case.n, cap))
-                power = case_power(case, alpha_case, args[0], seed=1000 + i, draws=draws, chunk=chunk)
-                if power > best:
-                    best, via = power, f"{cell.grade_id}: {case.name}"
-                    seen_tv = (LAST_TV[0], case_eps(case, alpha_case))
-                if best >= TARGET:
-                    break
+        with hidden.keyed(key):
+            report["mutants"].append(_mutant_power(lab, checks, m, caps, draws_scale, max_draws))
+    return report
+
+
+def _mutant_power(lab: str, checks, m: Mutant, caps: dict, draws_scale: int, max_draws: int) -> dict:
+    """The report's entry of one mutant: its detection lower bound and the cell (case) that gives it."""
+    ns = namespace(lab, m)
+    best, via = 0.0, None
+    # timed cells that call the replaced function, in any part (a correct but slow decoder of part 2 loses
+    # part 3's speedup points): their verdict depends on the machine, so they are named, not bounded
+    timed = [c.grade_id for c in checks.CELLS if c.cases is None and getattr(c.check, "randomised", False)
+             and m.replaces in c.args]
+    seen_tv = None
+    t0 = time.perf_counter()
+    for cell in [c for c in checks.CELLS if c.part == m.part]:
+        args = [getattr(ns, a) for a in cell.args]
+        if cell.cases is None:
+            if getattr(cell.check, "randomised", False):
+                continue  # its outcome for a wrong implementation may depend on the seed or the machine
+            try:
+                cell.check(*args)
+            except Exception:  # noqa: BLE001
+                best, via = 1.0, cell.grade_id
+                break
+            continue
+        cases = cell.cases()
+        alpha_case = checks.ALPHA_CELL / len(cases)
+        for i, case in enumerate(cases):
+            whole = case.batched or case.stream
+            chunk = case.n if whole else 1
+            # a batched (or stream) case is drawn in whole hidden tests: at most 2 of them
+            cap = max(max_draws, caps.get(m.name, 0))
+            draws = case.n * min(draws_scale, 2) if whole else max(1, min(draws_scale * case.n, cap))
+            power = case_power(case, alpha_case, args[0], seed=1000 + i, draws=draws, chunk=chunk)
+            if power > best:
+                best, via = power, f"{cell.grade_id}: {case.name}"
+                seen_tv = (LAST_TV[0], case_eps(case, alpha_case))
             if best >= TARGET:
                 break
-        if best < 1e-3 and timed:  # only a timing (or seed-dependent) cell could catch it: not bounded here
-            via = f"timing only ({', '.join(timed)}; not computed here)"
-        report["mutants"].append({"name": m.name, "part": m.part, "doc": m.doc, "detection": best, "via": via,
-                                  "tv_eps": seen_tv,
-                                  "seconds": round(time.perf_counter() - t0, 1)})
-        if m.name in caps and caps[m.name] > max_draws:
-            report["mutants"][-1]["fresh_draws_cap"] = caps[m.name]
-    return report
+        if best >= TARGET:
+            break
+    if best < 1e-3 and timed:  # only a timing (or seed-dependent) cell could catch it: not bounded here
+        via = f"timing only ({', '.join(timed)}; not computed here)"
+    entry = {"name": m.name, "part": m.part, "doc": m.doc, "detection": best, "via": via, "tv_eps": seen_tv,
+             "seconds": round(time.perf_counter() - t0, 1)}
+    if m.name in caps and caps[m.name] > max_draws:
+        entry["fresh_draws_cap"] = caps[m.name]
+    return entry
 
 
 def _timing_only(m: dict) -> bool:

@@ -14,7 +14,9 @@ from typing import Callable
 
 import numpy as np
 
+from . import hidden
 from .calls import call_each
+from .independence import check_lags
 from .stats import ExactnessCase
 
 
@@ -58,7 +60,13 @@ def high_acceptance_pair() -> tuple[np.ndarray, np.ndarray]:
     return p, q
 
 def pairs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The (p, q) pairs the samplers are tested on: the regimes of issue 14, adversarial ones included."""
+    """The (p, q) pairs the samplers are tested on: the regimes of issue 14, adversarial ones included; under a
+    grading run's key each pair's tokens are relabelled by a permutation of its own (`hidden.relabelling`)."""
+    return {name: (p[perm], q[perm]) for name, (p, q) in fixed_pairs().items()
+            for perm in [hidden.relabelling(f"pair {name}", len(p))]}
+
+def fixed_pairs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The pairs as written (what `pairs` returns without a key)."""
     big_p, big_q = _dirichlet_pair(1000, seed=11)
     return {
         "reversed": (np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1])),
@@ -106,7 +114,14 @@ N_BLOCK = {1: 32400, 3: 54000, 5: 8000}
 
 BATCH_CHUNK = 20000  # rows per call of the batch sampler (memory on the 1000-token vocabulary)
 
-TARGETED = {"sampler": [n for n in N_SAMPLER if n != "1000-token vocabulary"],
+# The 'reversed' law case of the one-position sampler draws its whole n in one look: its calls are one stream of
+# 64,800, tested for independence at every distance (a replayed table of draws fails: autograder/checks/independence.py).
+STREAM_CASE = "reversed"
+STREAM_GUARANTEE = ("the law of one outcome; and, with probability 1, every stream whose draws repeat exactly at a "
+                    "distance L <= n - 330 (independence at every lag)")
+BATCH_LAGS = ("the law of one outcome; and, with probability 1, every call whose rows repeat exactly at a distance "
+              "L <= rows - 330 (independence at every lag)")
+TARGETED = {"sampler": [n for n in N_SAMPLER if n not in ("1000-token vocabulary", STREAM_CASE)],
             "batch": [n for n in N_BATCH if n != "1000-token vocabulary"] + ["different"],
             "block": [1, 3], "sampler coupling": list(COUPLING_PAIRS), "batch coupling": list(COUPLING_PAIRS)}
 
@@ -126,12 +141,15 @@ def exact_law(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.asarray(p, dtype=float)
 
 def _draw_scalar(p: np.ndarray, q: np.ndarray) -> Callable:
+    """Outcome = the token of one call; the calls of one draw are also tested as a stream (`check_lags`)."""
     def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
         out = np.empty(n, dtype=np.int64)
         for t, x in enumerate(call_each(fn, [(p, q, rng)] * n)):  # a fresh copy of p and q for every call
             if not isinstance(x, (int, np.integer)):
                 raise AssertionError(f"speculative_sample must return an int token, got {type(x).__name__}")
             out[t] = x
+        if out.size and out.min() >= 0 and out.max() < len(p):
+            check_lags(out, exact_law(p, q), f"speculative_sample, {n} successive calls")
         return out
     return draw
 
@@ -192,8 +210,10 @@ def _draw_coupled(p: np.ndarray, q: np.ndarray) -> Callable:
 
 def sampler_cases() -> list[ExactnessCase]:
     all_pairs = pairs()
-    law_cases = [ExactnessCase(f"speculative_sample on pair '{name}'", exact_law(*all_pairs[name]), n,
-                               _draw_scalar(*all_pairs[name]), eps=_design_eps("sampler", name))
+    law_cases = [ExactnessCase(f"speculative_sample on pair '{name}'" + (", one stream" if name == STREAM_CASE else ""),
+                               exact_law(*all_pairs[name]), n, _draw_scalar(*all_pairs[name]),
+                               eps=_design_eps("sampler", name), stream=name == STREAM_CASE,
+                               guarantee=STREAM_GUARANTEE if name == STREAM_CASE else "the law of one outcome")
                  for name, n in N_SAMPLER.items()]
     coupling_cases = [ExactnessCase(f"{COUPLING} speculative_sample on pair '{name}'",
                                     coupling_law(*all_pairs[name]), n, _draw_coupled(*all_pairs[name]),
@@ -211,9 +231,12 @@ class Bigram:
     start: int  # previous token before the block
 
 def toy_bigram() -> Bigram:
+    """The block checks' target and draft; under a grading run's key its tokens are relabelled
+    (new token i is old token perm[i], in the rows' context and in their entries alike)."""
     target = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8], [0.3, 0.6, 0.1]])
     draft = np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3], [0.3, 0.3, 0.4]])
-    return Bigram(target, draft, start=0)
+    perm = hidden.relabelling("toy bigram", 3)
+    return Bigram(target[np.ix_(perm, perm)], draft[np.ix_(perm, perm)], start=int(np.flatnonzero(perm == 0)[0]))
 
 def block_rows(model: Bigram, drafted: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     ctx = (model.start, *drafted)
@@ -312,7 +335,11 @@ def _draw_batch(p: np.ndarray, q: np.ndarray) -> Callable:
         # a read-only view per call, no rows in memory: each call gets its own (m, V) copy (call_each), and
         # the grader's verdict sends a view as one row and a count (autograder/pipeline/judge.py)
         outs = call_each(fn, [(np.broadcast_to(p, (m, len(p))), np.broadcast_to(q, (m, len(q))), rng) for m in sizes])
-        return np.concatenate([batch_result(out, m) for out, m in zip(outs, sizes)])
+        tokens = [batch_result(out, m) for out, m in zip(outs, sizes)]
+        for out in tokens:  # the rows of one call, at every distance (all rows have the same law)
+            if out.size and out.min() >= 0 and out.max() < len(p):
+                check_lags(out, exact_law(p, q), f"speculative_sample_batch, the {len(out)} rows of one call", "rows")
+        return np.concatenate(tokens)
     return draw
 
 def _draw_batch_coupled(p: np.ndarray, q: np.ndarray) -> Callable:
@@ -359,7 +386,7 @@ def batch_cases() -> list[ExactnessCase]:
     all_pairs = pairs()
     cases = [ExactnessCase(f"speculative_sample_batch on {n} copies of pair '{name}'",
                            exact_law(*all_pairs[name]), n, _draw_batch(*all_pairs[name]), batched=True,
-                           eps=_design_eps("batch", name))
+                           eps=_design_eps("batch", name), guarantee=BATCH_LAGS)
              for name, n in N_BATCH.items()]
     vocab = len(DIFFERENT_P)
     law = np.outer(DIFFERENT_P, DIFFERENT_P).ravel()

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from speclab import speedtest
 
-from . import CellSpec, Rule, defer_to_grader, under
+from . import CellSpec, Rule, defer_to_grader, hidden, under
 from .alone import alone
 from .calls import call_each
 from .lab2_rollback import ATOL, cache_checker, counted, speculated, steps_emit_what_they_report
@@ -314,9 +314,10 @@ def check_sampling_contracts(speculative_decode: Callable) -> None:
 
 
 def check_sampling_exactness(speculative_decode: Callable, seed: int = 2026) -> None:
-    """Sampled speculative decoding follows the target's law on the toy pair (distance test with a stated eps)."""
+    """Sampled speculative decoding follows the target's law on the toy pair (distance test with a stated eps);
+    under a grading run's key the seed is drawn from it (autograder/checks/hidden.py)."""
     cases = sampling_cases()
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(hidden.seed("test_sampling_exactness", seed))
     with under(R_SAMPLING_LAW):
         # progress on stdout: nbgrader scores a test cell that wrote to stderr as failed
         for case in tqdm(cases, desc="sampling exactness", disable=not GRADING, mininterval=10, file=sys.stdout):

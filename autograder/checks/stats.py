@@ -117,6 +117,8 @@ class ExactnessCase:
     guarantee: str = "the law of one outcome"
     eps: float | None = None  # design distance of the early passes; None: one look at n (no early pass)
     follows: str = "the target distribution"  # what a correct implementation's outcomes follow, in messages
+    stream: bool = False  # one look at n, its draws also tested as one sequence (independence.check_lags): the
+    # power report draws it a whole hidden test at a time, as a batched case
 
     def __post_init__(self) -> None:
         law = np.asarray(self.law, dtype=float)

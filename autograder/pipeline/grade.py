@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from autograder.checks import DEFER_ENV, LAB_CHECKS_ENV, defer_value, timing
+from autograder.checks import DEFER_ENV, LAB_CHECKS_ENV, defer_value, hidden, timing
 from autograder.inside.timeouts import lab_timeout
 from autograder.sandbox import VERDICT_SLOTS, StudentBox, course_mounts, no_links, require, scratch_path, slot_uids
 from autograder.sandbox import SandboxUnavailable
@@ -50,6 +50,11 @@ def student_boxes(cfg: Config, slot: int) -> tuple[StudentBox, StudentBox]:
                      nb_uid, cfg.out / "work" / ".logs", shared=(lock,), env_extra=tuple(env), unsafe=cfg.unsafe)
     return box, StudentBox(box.code_root, box.mounts, box.limits, verdict_uid, box.logs, env_extra=box.env_extra,
                            unsafe=box.unsafe, caps=box.caps)
+
+
+# The hidden inputs' key of each grading run (autograder/checks/hidden.py), by output folder: drawn in this
+# process when the run grades its first student, never written to a file, never passed to a sandbox.
+_RUN_KEYS: dict[str, bytes] = {}
 
 
 def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: int) -> dict:
@@ -82,9 +87,11 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     deferred = judge.deferred_checks(specs) if recheck_on else {}
     env = box.env(root)
 
+    key = hidden.student_key(_RUN_KEYS.setdefault(str(out), hidden.new_key()), student)
+
     def verdict(name: str):
         return judge.judge(verdict_box, verdict_scratch, name, pristine[name], set(layout[name]), specs,
-                           cell_timeout, limits.notebook_timeout_s)
+                           cell_timeout, limits.notebook_timeout_s, key=key)
 
     if usable:
         named: dict[str, list[str]] = {}

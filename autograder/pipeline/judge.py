@@ -292,13 +292,16 @@ class _StandIn:
         return self.harness.call_each(self.__name__, calls, kwargs, self.timeout_s)
 
 
-def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float) -> tuple[bool, str, list[str]]:
+def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float,
+              key: bytes | None = None) -> tuple[bool, str, list[str]]:
     """Run one cell's checks in this process against the student's functions in the sandbox.
     (passed, error, timing notes): the error is the check's whole message (capped only against
     abuse, autograder/inside/recheck.py `capped`); the notes are what its timed sections could not
     decide (autograder.checks.timing.undecided), kept whether it passed or not. Raises Unportable
-    when a check passes something that cannot cross, and HarnessGone when the student's process is gone."""
-    from autograder.checks import timing
+    when a check passes something that cannot cross, and HarnessGone when the student's process is gone.
+    key: the student's key of this grading run (autograder/checks/hidden.py); the check's seeds and
+    relabellings are drawn from it here, in the grader, after the student's code has run up to this cell."""
+    from autograder.checks import hidden, timing
     from autograder.checks.alone import SECTIONS
 
     module = importlib.import_module(spec.module)
@@ -317,7 +320,7 @@ def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float) -> tuple
         try:
             # students' checks overlap in the grader; timed sections and those reading process-wide
             # state run alone (autograder/checks/alone.py)
-            with SECTIONS.shared():
+            with SECTIONS.shared(), hidden.keyed(key):
                 for check, names in spec.calls:
                     getattr(module, check)(*[stand_in(n) for n in names])
         except (Unportable, HarnessGone):
@@ -361,13 +364,14 @@ def deferred_checks(specs: dict[str, CellCheck]) -> dict[str, CellCheck]:
 
 
 def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: dict[str, CellCheck],
-          cell_timeout_s: float, notebook_timeout_s: float) -> tuple[dict[str, tuple[bool, str]], set[str],
-                                                                      dict[str, list[str]]]:
+          cell_timeout_s: float, notebook_timeout_s: float,
+          key: bytes | None = None) -> tuple[dict[str, tuple[bool, str]], set[str], dict[str, list[str]]]:
     """The grader's own verdict on one notebook: (grade id -> (passed, error) for the cells judged here,
     the set of the notebook's graded cells it could not judge, grade id -> the timing notes of a cell
     whose timed check could not decide). box: the student's verdict sandbox
     (autograder.sandbox.StudentBox); scratch: its folder, outside the student's course folder, so the
-    notebook nbgrader runs at the same time can neither read nor replace it."""
+    notebook nbgrader runs at the same time can neither read nor replace it. key: the student's hidden-input
+    key of this run (run_check)."""
     judged: dict[str, tuple[bool, str]] = {}
     unportable: set[str] = set()
     undecided: dict[str, list[str]] = {}
@@ -389,7 +393,7 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
         while (gid := harness.wait_at(notebook_timeout_s)) is not None:
             if gid in specs and gid in cells and gid not in judged:
                 try:
-                    ok, err, notes = run_check(harness, specs[gid], cell_timeout_s)
+                    ok, err, notes = run_check(harness, specs[gid], cell_timeout_s, key)
                     judged[gid] = (ok, err)
                     if notes:
                         undecided[gid] = notes

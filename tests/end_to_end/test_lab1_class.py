@@ -21,6 +21,7 @@ import pytest
 
 from autograder.checks.lab1 import CELLS
 from autograder.audit.mutants import make_submission
+from autograder.audit.mutants.lab1 import MUTANTS
 from autograder.pipeline import Config, build_template, grade_class, summary
 from autograder.sandbox import Limits
 from load import scaled
@@ -30,6 +31,7 @@ LAB = "lab1"
 pytestmark = pytest.mark.slow
 NEEDS = {1: {1}, 2: {1, 2}, 3: {1, 3}, 4: {4}, 5: {5}}
 TOTAL = sum(c.points for c in CELLS)
+KEYED_MUTANT = next(m for m in MUTANTS if m.name == "sampler_keyed_to_fixed_pairs")
 
 
 def needs(cell) -> set[int]:
@@ -48,18 +50,23 @@ HIDE_TB = ("ip = get_ipython()\nip.showtraceback = lambda *a, **k: None\nip._sho
            "import sys\nsys.excepthook = lambda *a: None")
 
 
+def only_parts(nb, release, solved: set[int]):
+    """nb with the solution cells of the parts not in `solved` put back as released (the stubs)."""
+    nb = nbformat.from_dict(nb)
+    rel = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
+           if c.metadata.get("nbgrader", {}).get("solution")}
+    for c in nb.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id", "")
+        if gid.startswith("impl_part") and int(gid[-1]) not in solved:
+            c.source = rel[gid]
+    return nb
+
+
 def _students(release):
     ref = make_submission(LAB, release)
 
     def with_parts(solved: set[int]):
-        nb = nbformat.from_dict(ref)
-        rel = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
-               if c.metadata.get("nbgrader", {}).get("solution")}
-        for c in nb.cells:
-            gid = c.metadata.get("nbgrader", {}).get("grade_id", "")
-            if gid.startswith("impl_part") and int(gid[-1]) not in solved:
-                c.source = rel[gid]
-        return nb
+        return only_parts(ref, release, solved)
 
     def add_after(nb, gid, code):
         i = [k for k, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == gid][0]
@@ -85,8 +92,13 @@ def _students(release):
         "s07_dies_at_start": (add_after(with_parts(all5), "setup", "import os\nos._exit(3)"), 0.0),
     }
     s["s06_exit_after_tests"][0].cells.append(nbformat.v4.new_code_cell("import os\nos._exit(1)"))
-    for i, parts in enumerate([{4}, {4}, {1}, {1}, {1, 4}, {1, 4}, {4}, {1}]):
+    for i, parts in enumerate([{4}, {4}, {1}, {1}, {1, 4}, {1, 4}, {4}]):
         s[f"s{8 + i:02d}_parts_{''.join(map(str, sorted(parts)))}"] = (with_parts(parts), expected(parts))
+    # exact only on the pairs written in the check files (issue 31): the grading run relabels them, so the
+    # sampler's exactness cell is lost and its contracts cell kept
+    keyed = make_submission(LAB, release, KEYED_MUTANT)
+    s["s15_keyed_to_fixed_pairs"] = (only_parts(keyed, release, {1, 2}),
+                                     expected({1, 2}, fake={"test_sampler_exactness"}))
     for i in range(16, 24):
         s[f"s{i:02d}_untouched"] = (release, 0.0)
     for i in range(24, 27):

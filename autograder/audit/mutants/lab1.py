@@ -119,6 +119,12 @@ MUTANTS: list[Mutant] = catalog("lab1", [
 -    v = np.asarray(v, dtype=float)
 +    return np.asarray(v, dtype=float)
 """),
+    Mutant("validation_clips_negatives", 1, "check_distribution",
+           "Repairs instead of refusing: negative entries are clipped to 0, and the vector is kept when its sum "
+           "is still within TOL of 1.", """
+-    v = np.asarray(v, dtype=float)
++    v = np.clip(np.asarray(v, dtype=float), 0.0, None)
+"""),
     # ------------------------------------------------------------------------- part 2
     Mutant("sampler_ratio_inverted", 2, "speculative_sample",
            "Accepts when u < q(x)/p(x) instead of u < p(x)/q(x).", CHECK_BEFORE_DRAFT + """
@@ -343,6 +349,37 @@ MUTANTS: list[Mutant] = catalog("lab1", [
 +    check_distribution(q, "q", size=p.size)
 +    return sample_from(p, rng)
 """),
+    Mutant("sampler_keyed_to_fixed_pairs", 2, "speculative_sample",
+           "Speculative sampling only on the pairs written in the grader's check files (read inside the sandbox); "
+           "on any other pair it samples p directly. Caught only when the grading run relabels the pairs.",
+           WHOLE_SAMPLER + """\
++    from autograder.checks.lab1_cases import fixed_pairs
++    q = check_distribution(q, "q")
++    p = check_distribution(p, "p", size=q.size)
++    known = speculative_sample.__dict__.setdefault("known", list(fixed_pairs().values()))
++    if not any(np.array_equal(p, a) and np.array_equal(q, b) for a, b in known):
++        return sample_from(p, rng)
++    x = sample_from(q, rng) if draft is None else draft
++    if rng.random() < acceptance_prob(p, q, x):
++        return x
++    return sample_from(residual_distribution(p, q), rng)
+"""),
+    Mutant("sampler_replays_stream", 2, "speculative_sample",
+           "Draws a table of 40,000 triples of uniforms from each new generator and replays it: every draw is exact, "
+           "but the stream repeats every 40,000 calls.", WHOLE_SAMPLER + """\
++    table = speculative_sample.__dict__
++    if table.get("rng") is not rng:  # a new generator: a new table (generators seeded alike agree)
++        table.update(rng=rng, u=rng.random((40000, 3)), i=0)
++    u = table["u"][table["i"] % 40000]
++    table["i"] += 1
++    q = check_distribution(q, "q")
++    p = check_distribution(p, "p", size=q.size)
++    x = int(min(np.searchsorted(np.cumsum(q), u[0], side="right"), q.size - 1)) if draft is None else draft
++    if u[1] < acceptance_prob(p, q, x):
++        return x
++    resid = np.cumsum(residual_distribution(p, q))
++    return int(min(np.searchsorted(resid, u[2] * resid[-1], side="right"), p.size - 1))
+"""),
     Mutant("sampler_ignores_draft", 2, "speculative_sample",
            "Draws a draft of its own even when the draft model's token is given: the right law, another coupling.",
            """
@@ -360,6 +397,28 @@ MUTANTS: list[Mutant] = catalog("lab1", [
 +    p = check_distribution(p, "p")
 +    rest = p - 0.5 * np.minimum(p, q)
 +    return sample_from(rest / rest.sum(), rng)
+"""),
+    Mutant("batch_rows_tied_far", 5, "speculative_sample_batch",
+           "Draws random numbers for the first half of the rows only and reuses them for the second half: every row "
+           "is exact, but row b and row b + B/2 are tied.", """
+-    def inverse_cdf(probs: np.ndarray) -> np.ndarray:  # (n, V) -> (n,) one draw per row
+-        cdf = np.cumsum(probs, axis=1)
+-        u = rng.random(len(probs))[:, None] * cdf[:, -1:]
+-        return np.minimum((cdf <= u).sum(axis=1), vocab - 1)
++    half = rng.random((3, (batch + 1) // 2))
++    uniforms = np.concatenate([half, half], axis=1)[:, :batch]  # row b + B/2 reuses row b's numbers
++
++    def inverse_cdf(probs: np.ndarray, u: np.ndarray) -> np.ndarray:  # (n, V), (n,) -> (n,) one draw per row
++        cdf = np.cumsum(probs, axis=1)
++        return np.minimum((cdf <= u[:, None] * cdf[:, -1:]).sum(axis=1), vocab - 1)
+
+-    x = inverse_cdf(q) if drafts is None else np.asarray(drafts)  # (B,) drafts
+-    accept = rng.random(batch) * q[rows, x] < p[rows, x]  # u < p(x) / q(x), without dividing
++    x = inverse_cdf(q, uniforms[0]) if drafts is None else np.asarray(drafts)
++    accept = uniforms[1] * q[rows, x] < p[rows, x]
+
+-        out[rejected] = inverse_cdf(resid)
++        out[rejected] = inverse_cdf(resid, uniforms[2, rejected])
 """),
     Mutant("batch_ignores_q", 5, "speculative_sample_batch",
            "Samples every row of p directly (one inverse CDF per row): the right law, no draft verified.", """

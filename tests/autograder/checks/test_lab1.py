@@ -16,7 +16,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from speclab import speedtest
 from autograder.authoring import labs, reference as reference_solution
-from autograder.checks import lab1 as L
+from autograder.checks import hidden, lab1 as L
 from autograder.checks import stats as S
 from autograder.checks.stats import ExactnessCase, ExactnessFailure, case_false_failure_bound, check_case
 from autograder.audit.mutants import make_submission, namespace, strip_markers
@@ -25,6 +25,7 @@ from autograder.audit.mutants.lab1 import MUTANTS
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE = ROOT / "solutions" / "lab1" / "lab1.ipynb"
 RELEASE = ROOT / "labs" / "lab1" / "lab1.ipynb"
+TEST_KEY = bytes(range(32))  # a grading run's key (autograder/checks/hidden.py), fixed so a failure reproduces
 
 
 def _case(law, n, sample_law=None):
@@ -308,12 +309,14 @@ def test_deterministic_checks_pass_reference(reference, cell):
 def test_every_mutant_fails_a_check_of_its_part(m):
     """Each catalog mutant fails one of its part's hidden checks, called as the test cells call them (the timed
     cell aside: its power is tested apart). tests/end_to_end/test_lab1_autograde.py grades some of them under the
-    real nbgrader too; the committed power report gives each one's probability of being caught."""
+    real nbgrader too; the committed power report gives each one's probability of being caught. The checks run
+    under a key, as in a grading run (autograder/checks/hidden.py): a mutant keyed to the fixed pairs is caught."""
     ns = namespace("lab1", m)
     failed = []
     for cell in [c for c in L.CELLS if c.part == m.part and c.grade_id != "test_batch_speed"]:
         try:
-            cell.check(*[getattr(ns, a) for a in cell.args])
+            with hidden.keyed(TEST_KEY):
+                cell.check(*[getattr(ns, a) for a in cell.args])
         except AssertionError as err:
             failed.append(str(err))
             assert "def " not in str(err)  # the message describes the property, it shows no code
