@@ -26,8 +26,12 @@ from autograder.inside.wire import (MAX_LINE, REF_SOURCES, Unportable, decode, e
                                     moved_since, rng_states)
 
 
-def serve(nb_path: str, cell_timeout: int) -> int:
-    """Run the notebook's cells, stopping at each graded test cell to serve the grader's calls."""
+def serve(nb_path: str, cell_timeout: int, grading_switch: bool = False) -> int:
+    """Run the notebook's cells, stopping at each graded test cell to serve the grader's calls.
+    grading_switch: set NBGRADER_EXECUTION, as nbgrader does, for a lab whose notebook reads it to shrink its
+    own sweeps (the lab's checks module declares NOTEBOOK_READS_GRADING = True). Otherwise the notebook runs
+    as in a student's own session as far as that variable goes, so a notebook that behaves well only when it
+    is set earns nothing from it here, where the verdict is decided."""
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
@@ -36,7 +40,10 @@ def serve(nb_path: str, cell_timeout: int) -> int:
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.environ.setdefault("MPLBACKEND", "Agg")
-    os.environ["NBGRADER_EXECUTION"] = "autograde"  # the notebook's own "under the grader" switch
+    if grading_switch:
+        os.environ["NBGRADER_EXECUTION"] = "autograde"  # the notebook's own "under the grader" switch
+    else:
+        os.environ.pop("NBGRADER_EXECUTION", None)
     write = os.write
 
     def send(msg: dict) -> None:
@@ -182,6 +189,7 @@ def _serve_each(req: dict, ns: dict, resolve) -> dict:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["serve"]:
         timeout = int(argv[argv.index("--cell-timeout") + 1]) if "--cell-timeout" in argv else 60
-        return serve(argv[1], timeout)
-    print("usage: harness serve NOTEBOOK [--cell-timeout S] (started by autograder.inside.launch)", file=sys.stderr)
+        return serve(argv[1], timeout, "--grading-switch" in argv)
+    print("usage: harness serve NOTEBOOK [--cell-timeout S] [--grading-switch] (started by autograder.inside.launch)",
+          file=sys.stderr)
     return 2

@@ -6,7 +6,10 @@ hostile notebooks. The expected score of each is computed from the points of the
 test cells (autograder.checks.lab1.CELLS) and which parts each cell needs:
 a test cell earns its points iff every part it calls is solved. Needs, from the solution
 notebook: parts 2 and 3 call part 1's functions; the speed cell prints `speed`, which the
-lab's demo cell measures with the batch sampler (part 5) alone.
+lab's demo cell measures with the batch sampler (part 5) alone. Two students do less than the lab asks and
+keep points only where the grader could be told apart (issue 31): one is exact only on the pairs written in
+the check files (the grading run relabels them), one only when NBGRADER_EXECUTION is set (the verdict runs
+Lab 1 without it); each loses the sampler's exactness cell.
 The wall time of the whole class is printed (pytest -s), not asserted: a verdict must not depend on how fast
 or how busy the machine is (the cost of grading is measured by `python -m autograder.audit.cost`).
 """
@@ -32,6 +35,7 @@ pytestmark = pytest.mark.slow
 NEEDS = {1: {1}, 2: {1, 2}, 3: {1, 3}, 4: {4}, 5: {5}}
 TOTAL = sum(c.points for c in CELLS)
 KEYED_MUTANT = next(m for m in MUTANTS if m.name == "sampler_keyed_to_fixed_pairs")
+GRADED_ONLY_MUTANT = next(m for m in MUTANTS if m.name == "sampler_exact_only_when_graded")
 
 
 def needs(cell) -> set[int]:
@@ -92,8 +96,13 @@ def _students(release):
         "s07_dies_at_start": (add_after(with_parts(all5), "setup", "import os\nos._exit(3)"), 0.0),
     }
     s["s06_exit_after_tests"][0].cells.append(nbformat.v4.new_code_cell("import os\nos._exit(1)"))
-    for i, parts in enumerate([{4}, {4}, {1}, {1}, {1, 4}, {1, 4}, {4}]):
+    for i, parts in enumerate([{4}, {4}, {1}, {1}, {1, 4}, {1, 4}]):
         s[f"s{8 + i:02d}_parts_{''.join(map(str, sorted(parts)))}"] = (with_parts(parts), expected(parts))
+    # exact only when NBGRADER_EXECUTION is set (issue 31): nbgrader's run sets it, the verdict's harness does not
+    # for Lab 1, so the sampler's exactness cell is lost there and its contracts cell kept
+    graded_only = make_submission(LAB, release, GRADED_ONLY_MUTANT)
+    s["s14_exact_only_when_graded"] = (only_parts(graded_only, release, {1, 2}),
+                                       expected({1, 2}, fake={"test_sampler_exactness"}))
     # exact only on the pairs written in the check files (issue 31): the grading run relabels them, so the
     # sampler's exactness cell is lost and its contracts cell kept
     keyed = make_submission(LAB, release, KEYED_MUTANT)

@@ -364,6 +364,20 @@ MUTANTS: list[Mutant] = catalog("lab1", [
 +        return x
 +    return sample_from(residual_distribution(p, q), rng)
 """),
+    Mutant("sampler_exact_only_when_graded", 2, "speculative_sample",
+           "Speculative sampling only when NBGRADER_EXECUTION is set (the variable nbgrader sets); otherwise it "
+           "samples p directly. Caught because the grader's verdict runs Lab 1 without that variable.",
+           WHOLE_SAMPLER + """\
++    import os
++    q = check_distribution(q, "q")
++    p = check_distribution(p, "p", size=q.size)
++    if os.environ.get("NBGRADER_EXECUTION") is None:
++        return sample_from(p, rng)
++    x = sample_from(q, rng) if draft is None else draft
++    if rng.random() < acceptance_prob(p, q, x):
++        return x
++    return sample_from(residual_distribution(p, q), rng)
+"""),
     Mutant("sampler_replays_stream", 2, "speculative_sample",
            "Draws a table of 40,000 triples of uniforms from each new generator and replays it: every draw is exact, "
            "but the stream repeats every 40,000 calls.", WHOLE_SAMPLER + """\

@@ -36,6 +36,13 @@ MUTANTS: list[Mutant] = catalog("lab2", [
 -            ps = process_logits(target_logits, temperature, top_k, top_p)  # [k_step+1, V]
 +            ps = process_logits(target_logits, temperature)  # [k_step+1, V]
 """),
+    Mutant("knobs_only_at_fixed_settings", 2, "speculative_decode",
+           "Gives the target's p its temperature only at the settings written in the check file (1, 0.8, 1.2); at "
+           "any other it uses temperature 1 for p. Caught only when the grading run draws the knobs.", """
+-            ps = process_logits(target_logits, temperature, top_k, top_p)  # [k_step+1, V]
++            fixed = temperature if temperature in (1.0, 0.8, 1.2) else 1.0  # the check file's settings only
++            ps = process_logits(target_logits, fixed, top_k, top_p)  # [k_step+1, V]
+"""),
     Mutant("recompute_without_cache", 2, "speculative_decode",
            "Fills its caches but computes every forward's logits from the whole prefix without them: right tokens, slow.",
            """

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from autograder.audit import mutants
-from autograder.checks import lab2 as C
+from autograder.checks import hidden, lab2 as C
 from autograder.checks.stats import case_false_failure_bound, power_lower_bound
 from autograder.audit.mutants.lab2 import MUTANTS
 
@@ -41,7 +41,10 @@ CAUGHT_BY = {
     "rebuilds_caches": ["rollback"],
     "verifies_token_by_token": ["rollback"],
     "never_speculates": ["rollback"],
+    # issue 31: knobs drawn per grading run; exact at the fixed settings only
+    "knobs_only_at_fixed_settings": ["sampling_topk_keyed"],
 }
+TEST_KEY = bytes(range(32))  # a grading run's key (autograder/checks/hidden.py), fixed so a failure reproduces
 
 
 def run_check(name: str, ns: dict) -> None:
@@ -55,6 +58,13 @@ def run_check(name: str, ns: dict) -> None:
         from autograder.checks.stats import check_case
 
         check_case(case, dec, np.random.default_rng(2026), C.ALPHA_CELL / len(C.SAMPLING_SETTINGS))
+    elif name == "sampling_topk_keyed":  # the top-k case at the knobs a grading run draws
+        from autograder.checks.stats import check_case
+
+        with hidden.keyed(TEST_KEY):
+            (case,) = [c for c in C.sampling_cases() if "top-k" in c.name]
+            assert "drawn for this run" in case.name
+            check_case(case, dec, np.random.default_rng(2026), C.ALPHA_CELL / len(C.SAMPLING_SETTINGS))
     elif name == "speedup":
         C.check_speedup(dec)
     else:
@@ -85,6 +95,48 @@ def test_mutant_fails_its_check(name):
         with pytest.raises(Exception) as err:
             run_check(check, ns)
         print(f"{name} fails {check}: {type(err.value).__name__}: {str(err.value)[:160]}")
+
+
+@pytest.mark.slow
+def test_knobs_only_at_fixed_settings_passes_without_a_key():
+    """The mutant is exact at the settings written in the check file: only the drawn knobs catch it."""
+    run_check("sampling_topk", namespace("knobs_only_at_fixed_settings"))
+
+
+def test_knobs_are_drawn_from_their_ranges_under_a_key():
+    fixed = C.sampling_settings()
+    assert {name: v[1:] for name, v in fixed.items()} == C.SAMPLING_SETTINGS
+    seen = []
+    for i in range(20):
+        with hidden.keyed(hidden.student_key(TEST_KEY, f"student {i}")):
+            drawn = C.sampling_settings()
+        for name, (shown, k, temp, top_k, top_p, n) in drawn.items():
+            ks, temps, top_ks, top_ps = C.KNOB_RANGES[name]
+            assert ks[0] <= k <= ks[1] and n == C.SAMPLING_SETTINGS[name][4] and "drawn for this run" in shown
+            assert (temps is None and temp == C.SAMPLING_SETTINGS[name][1]) or temps[0] <= temp <= temps[1]
+            assert (top_ks is None and top_k == C.SAMPLING_SETTINGS[name][2]) or top_ks[0] <= top_k <= top_ks[1]
+            assert (top_ps is None and top_p == C.SAMPLING_SETTINGS[name][3]) or top_ps[0] <= top_p <= top_ps[1]
+            seen.append((name, temp, top_p))
+    assert len(set(seen)) > 20  # students meet different settings
+
+
+def test_worst_case_eps_over_the_ranges_is_below_the_knob_mutants_distance():
+    """The knob cases' worst eps over their grids, against the TV of the fixed-settings mutant's law at the
+    edge of the top-k range nearest to its fallback (temperature 1): above it, so caught with prob >= 0.999."""
+    from speclab.toy import sequence_law, toy_pair
+
+    cases = C.sampling_cases()
+    alpha = C.ALPHA_CELL / len(cases)
+    (topk,) = [c for c in cases if "top-k" in c.name]
+    worst = C.worst_case_eps(topk.name, topk.n, alpha)
+    t, _ = toy_pair(0)
+    hi = C.KNOB_RANGES["T=0.8, top-k=2, k=3"][1][1]
+    tv = min(0.5 * np.abs(C._first_two_law(*sequence_law(t, C.TOY_PROMPT, C.TOY_NEW, hi, kk, None))
+                          - C._first_two_law(*sequence_law(t, C.TOY_PROMPT, C.TOY_NEW, 1.0, kk, None))).sum()
+             for kk in (2, 3))
+    print(f"worst eps over the top-k range {worst:.4f}; the mutant's smallest TV in it {tv:.4f}")
+    assert C.worst_case_eps(cases[0].name, cases[0].n, alpha) is None
+    assert 0 < worst < tv
 
 
 @pytest.mark.slow

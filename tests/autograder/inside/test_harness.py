@@ -107,12 +107,42 @@ def _notebook(path: Path) -> None:
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _session(scratch: Path, uid: int, tmp_path: Path, cell_timeout: int) -> sandbox.Session:
+def _session(scratch: Path, uid: int, tmp_path: Path, cell_timeout: int, *extra: str) -> sandbox.Session:
     """The harness serving scratch/nb.ipynb in a student's sandbox, started as the pipeline starts it."""
     box = sandbox.StudentBox(REPO, tuple(sandbox.course_mounts(REPO, REPO)), sandbox.Limits(memory_mb=2048), uid,
                              tmp_path / "logs")
-    cmd = launch(REPO, "autograder.inside.harness", "serve", scratch / "nb.ipynb", "--cell-timeout", cell_timeout)
-    return box.session(cmd, scratch, scratch, box.env(scratch), "verdict.log")
+    cmd = launch(REPO, "autograder.inside.harness", "serve", scratch / "nb.ipynb", "--cell-timeout", cell_timeout,
+                 *extra)
+    env = {**box.env(scratch), "NBGRADER_EXECUTION": "autograde"}  # as if the grader's own environment had it
+    return box.session(cmd, scratch, scratch, env, "verdict.log")
+
+
+@pytest.mark.parametrize("switch", [False, True])
+def test_the_verdict_sets_nbgrader_execution_only_for_a_lab_that_reads_it(tmp_path, switch):
+    """Issue 31: Lab 1's verdict runs without NBGRADER_EXECUTION (a notebook exact only when it is set gains
+    nothing where the grade is decided); a lab whose notebook shrinks its sweeps under it (Lab 2) gets it."""
+    assert sandbox.capabilities().ok, sandbox.capabilities().missing
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    cells = [("code", {}, "import os\nopen('seen', 'w').write(os.environ.get('NBGRADER_EXECUTION', 'unset'))\n"),
+             ("code", {"nbgrader": {"grade": True, "grade_id": "t1", "solution": False}}, "pass")]
+    (scratch / "nb.ipynb").write_text(json.dumps(
+        {"cells": [{"cell_type": t, "metadata": m, "source": s, "outputs": [], "execution_count": None}
+                   for t, m, s in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    uid = sandbox.student_uid(7)
+    sandbox.give_to(scratch, uid)
+    s = _session(scratch, uid, tmp_path, 5, *(["--grading-switch"] if switch else []))
+    h = judge.Harness(s, {}, deadline=time.monotonic() + 60)
+    try:
+        assert h.wait_at(30) == "t1"
+        h.next()
+        assert h.wait_at(30) is None
+    finally:
+        s.close()
+    assert (scratch / "seen").read_text() == ("autograde" if switch else "unset")
+    from autograder.checks import lab1, lab2
+
+    assert getattr(lab2, "NOTEBOOK_READS_GRADING", False) and not getattr(lab1, "NOTEBOOK_READS_GRADING", False)
 
 
 def test_harness_in_a_real_sandbox(tmp_path):

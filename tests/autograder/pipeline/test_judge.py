@@ -41,6 +41,18 @@ def check_clear(f):
     pass
 
 
+def check_keyed(f):
+    from autograder.checks import hidden
+
+    assert hidden.active() and hidden.seed("x", 1) != 1, "no key"
+
+
+def check_unkeyed(f):
+    from autograder.checks import hidden
+
+    assert not hidden.active() and hidden.seed("x", 1) == 1, "a key"
+
+
 def check_undecided(f):
     timing.undecided("no clear verdict after 22 paired rounds (median 1.21x)")
 
@@ -59,9 +71,16 @@ def lab(tmp_path_factory):
     return folder
 
 
-def verdict(check: str) -> tuple[bool, str, list[str]]:
+def verdict(check: str, key: bytes | None = None) -> tuple[bool, str, list[str]]:
     harness = types.SimpleNamespace(refs={})  # the checks here never call the student's function
-    return run_check(harness, CellCheck("test_x", MODULE, ((check, ("f",)),)), call_timeout_s=5)
+    return run_check(harness, CellCheck("test_x", MODULE, ((check, ("f",)),)), call_timeout_s=5, key=key)
+
+
+def test_a_check_runs_under_the_students_key_and_only_there(lab):
+    """Issue 31: the grading run's key (autograder/checks/hidden.py) reaches the check in the grader's process."""
+    assert verdict("check_keyed", key=bytes(32)) == (True, "", [])
+    assert verdict("check_unkeyed") == (True, "", [])
+    assert verdict("check_keyed")[0] is False
 
 
 def test_a_long_message_comes_back_whole(lab):
