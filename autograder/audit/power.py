@@ -141,7 +141,10 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, ma
                       "eps": None if skip_eps else case_eps(c, alpha_case), "false_failure": bounds[c.name],
                       "eps_over_range": None if skip_eps else worst(c.name, c.n, alpha_case)}
                      for c in tqdm(cases, desc=f"eps of {cell.grade_id}", file=sys.stderr, leave=False)]
+            from autograder.checks.independence import ALPHA_LAGS
+
             entry.update(kind="statistical", false_failure=sum(bounds.values()), cases=bounds,
+                         lag_false_failure=sum(c.lag_calls for c in cases) * ALPHA_LAGS,
                          n={c.name: c.n for c in cases}, table=table)
         report["cells"].append(entry)
 
@@ -207,7 +210,8 @@ def print_report(report: dict) -> None:
     print(f"{'cell':28s} {'part':>4s} {'points':>6s}  false-failure probability (correct implementation)")
     for c in report["cells"]:
         how = c["note"] if c["kind"] == "deterministic" else (
-            f"<= {c['false_failure']:.2e} (McDiarmid, union bound over {len(c['cases'])} cases)")
+            f"<= {c['false_failure']:.2e} (McDiarmid, union bound over {len(c['cases'])} cases)"
+            + (f" + {c['lag_false_failure']:.1e} (independence at every lag)" if c.get("lag_false_failure") else ""))
         print(f"{c['grade_id']:28s} {c['part']:>4d} {c['points']:>6d}  {how}")
     print(f"\nStatistical cases: any output law at total variation >= eps from the exact one fails with "
           f"probability >= {TARGET}")

@@ -125,6 +125,18 @@ TARGETED = {"sampler": [n for n in N_SAMPLER if n not in ("1000-token vocabulary
             "batch": [n for n in N_BATCH if n != "1000-token vocabulary"] + ["different"],
             "block": [1, 3], "sampler coupling": list(COUPLING_PAIRS), "batch coupling": list(COUPLING_PAIRS)}
 
+def _lag_calls(n: int, eps: float | None, rows_per_call: int | None = None) -> int:
+    """The most independence tests (one per draw call, or per batch call) a case of n outcomes makes: one draw
+    per look (stats.early_passes, then the last), each in calls of at most rows_per_call rows."""
+    from .stats import early_passes
+
+    sizes, done = [], 0
+    for m, _ in [*early_passes(n, eps), (n, None)]:
+        sizes.append(m - done)
+        done = m
+    return sum(-(-size // (rows_per_call or size)) for size in sizes if size)
+
+
 def _design_eps(group: str, name) -> float | None:
     """The targeted cases pass early once their sample is clearly within the target (stats.early_passes);
     the cases sized for time (1000 outcomes and more) would not pass early at n/3 and keep one look."""
@@ -213,6 +225,7 @@ def sampler_cases() -> list[ExactnessCase]:
     law_cases = [ExactnessCase(f"speculative_sample on pair '{name}'" + (", one stream" if name == STREAM_CASE else ""),
                                exact_law(*all_pairs[name]), n, _draw_scalar(*all_pairs[name]),
                                eps=_design_eps("sampler", name), stream=name == STREAM_CASE,
+                               lag_calls=_lag_calls(n, _design_eps("sampler", name)),
                                guarantee=STREAM_GUARANTEE if name == STREAM_CASE else "the law of one outcome")
                  for name, n in N_SAMPLER.items()]
     coupling_cases = [ExactnessCase(f"{COUPLING} speculative_sample on pair '{name}'",
@@ -386,7 +399,9 @@ def batch_cases() -> list[ExactnessCase]:
     all_pairs = pairs()
     cases = [ExactnessCase(f"speculative_sample_batch on {n} copies of pair '{name}'",
                            exact_law(*all_pairs[name]), n, _draw_batch(*all_pairs[name]), batched=True,
-                           eps=_design_eps("batch", name), guarantee=BATCH_LAGS)
+                           eps=_design_eps("batch", name), guarantee=BATCH_LAGS,
+                           lag_calls=_lag_calls(n, _design_eps("batch", name),
+                                                BATCH_CHUNK if len(all_pairs[name][0]) > 64 else None))
              for name, n in N_BATCH.items()]
     vocab = len(DIFFERENT_P)
     law = np.outer(DIFFERENT_P, DIFFERENT_P).ravel()

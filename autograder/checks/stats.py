@@ -119,6 +119,8 @@ class ExactnessCase:
     follows: str = "the target distribution"  # what a correct implementation's outcomes follow, in messages
     stream: bool = False  # one look at n, its draws also tested as one sequence (independence.check_lags): the
     # power report draws it a whole hidden test at a time, as a batched case
+    lag_calls: int = 0  # the most calls of independence.check_lags one hidden test makes (each false failure
+    # <= independence.ALPHA_LAGS), on top of the distance test's bound
 
     def __post_init__(self) -> None:
         law = np.asarray(self.law, dtype=float)

@@ -411,6 +411,12 @@ def test_power_report_is_current_and_meets_target():
     sizes = {name: n for cell in report["cells"] for name, n in cell.get("n", {}).items()}
     assert sizes == {c.name: c.n for cell in L.CELLS if cell.cases for c in cell.cases()}
     assert all(cell["false_failure"] <= L.ALPHA_CELL * (1 + 1e-9) for cell in report["cells"])  # float rounding
+    # the independence tests' own budget (autograder/checks/independence.py), stated beside it
+    from autograder.checks.independence import ALPHA_LAGS
+
+    lags = {c.grade_id: sum(case.lag_calls for case in c.cases()) * ALPHA_LAGS for c in L.CELLS if c.cases}
+    assert {cell["grade_id"]: cell["lag_false_failure"] for cell in report["cells"] if "cases" in cell} == lags
+    assert 0 < max(lags.values()) <= 2e-8
     rows = [row for cell in report["cells"] for row in cell.get("table", [])]
     assert len(rows) == len(sizes) and all(0 < row["eps"] < 1 for row in rows)
 
