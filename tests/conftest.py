@@ -60,6 +60,7 @@ LONG_FIRST = (  # the slowest groups of a quiet run, slowest first (`pytest --du
     "tests/end_to_end/test_lab1_autograde.py",
     "tests/end_to_end/test_lab2_autograde.py",
     "tests/end_to_end/test_lab1_class.py",
+    "tests/end_to_end/test_lab2_pipeline.py",
     "tests/autograder/checks/test_lab2.py",
     "tests/end_to_end/test_hostile.py",
     "tests/autograder/export/test_gradescope.py",

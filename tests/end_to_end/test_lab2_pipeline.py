@@ -6,7 +6,7 @@ can be predicted: greedy decoding is exact, and so is sampling at the fixed knob
 (`grade_class`: nbgrader's run beside the grader's verdict, the lower score kept), it keeps the cells it earns
 (the baseline, greedy equivalence, the sampling contracts) and loses the rollback cell (the forwards the
 grader counts show no speculation) and the sampling cell (the grading run draws the knobs). Parts 3 and 4 are
-left as released, so their cells score 0 at once. The catalog mutants behind it are `never_speculates` and
+left as released, so their cells score 0 at once (except the timed speed-up cell, which needs only the decoder). The catalog mutants behind it are `never_speculates` and
 `knobs_only_at_fixed_settings` (autograder/audit/mutants/lab2.py), each also judged by its checks called
 directly (tests/autograder/checks/test_lab2.py).
 """
@@ -59,8 +59,15 @@ def test_a_decoder_that_does_less_keeps_only_what_it_earns(tmp_path):
     folder.mkdir(parents=True)
     nbformat.write(only_parts(make_submission(LAB, release, does_less()), release, {1, 2}), folder / f"{LAB}.ipynb")
     (result,) = grade_class(cfg, progress=False)
-    print(result["score"], result.get("cells"), result["problems"])
-    want = sum(c.points for c in CELLS if c.grade_id in EARNED)
-    assert result["score"] == want, result["problems"]
+    scores = result["scores"][LAB]
+    print(scores, result["problems"])
+    points = {c.grade_id: float(c.points) for c in CELLS}
+    assert {g: scores[g] for g in EARNED} == {g: points[g] for g in EARNED}, result["problems"]
+    assert scores["test_rollback"] == 0 and scores["test_sampling"] == 0, result["problems"]
+    assert all(scores[c.grade_id] == 0 for c in CELLS if c.part in (3, 4) and c.grade_id != "test_speedup")
     text = " ".join(result["problems"])
-    assert "test_rollback" in text and "test_sampling:" in text and "drawn for this run" in text
+    assert "test_rollback" in text and "no rejection" in text  # the forwards show no speculation
+    assert "test_sampling:" in text and "drawn for this run" in text  # the knobs it met were drawn
+    # test_speedup times this decoder (it needs only speculative_decode): a decoder that never speculates is
+    # no faster than the baseline, which on a busy machine the timing may not tell apart from the bar; how
+    # an unclear timing is scored is issue 32's, so its cell is not asserted here
