@@ -57,7 +57,7 @@ R_SAMPLER_REFUSE = Rule("sampler refuses", "`speculative_sample` raises `ValueEr
 R_SAMPLER_LAW = Rule("sampler law", "`speculative_sample(p, q, rng)` (drafting its own token from q) returns a "
                      "token (an integer in [0, V)) that follows p exactly, on every pair: a one-hot p, a draft "
                      "close to the target, a 1000-token vocabulary, ...; successive calls are independent (tested "
-                     "on one stream of 64,800 calls: draws that repeat at any distance fail).")
+                     "on one stream of 66,000 calls: draws that repeat at any distance fail).")
 R_SAMPLER_COUPLING = Rule("sampler coupling", "`speculative_sample(p, q, rng, draft)`, given the draft model's token "
                           "`draft` = x drawn from q, runs the algorithm on that x: it emits x with probability "
                           "min(1, p[x] / q[x]) and otherwise a draw from the residual, so the pair (x, emitted token) "
