@@ -313,3 +313,67 @@ def test_any_sequence_crosses_as_a_list_and_bytes_do_not():
     assert wire.decode(wire.encode(range(3))) == [0, 1, 2]
     with pytest.raises(wire.Unportable):
         wire.encode(b"\x00\x01")
+
+
+OBSERVE = """import json, os, sys
+from autograder.checks import hidden
+seen = {"env": sorted(os.environ), "argv0": os.path.basename(sys.argv[0]), "ipykernel": "ipykernel" in sys.modules,
+        "shell": type(get_ipython()).__name__, "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION"),
+        "key": hidden.active(), "files": sorted(f for f in os.listdir(".") if not f.startswith("."))}
+json.dump(seen, open("seen.json", "w"))
+"""
+# What tells the verdict's harness from a Jupyter kernel run in the same sandbox (as nbgrader's run, or
+# `jupyter nbconvert --execute`, runs one): the README's threat model lists these ("Telling the grader apart").
+KERNEL_TELLS = {"argv0", "ipykernel", "shell"}
+KERNEL_ENV = {"CLICOLOR", "CLICOLOR_FORCE", "FORCE_COLOR", "GIT_PAGER", "JPY_PARENT_PID", "PAGER",
+              "PYDEVD_USE_FRAME_EVAL", "TERM"}  # variables ipykernel sets for itself
+HARNESS_FILES = {"harness-output.log"}  # where the verdict's harness keeps what the notebook prints
+
+
+def test_what_a_notebook_observes_under_the_verdict_and_in_a_kernel(tmp_path):
+    """Issue 31: the same Lab 1 notebook cell records what it can observe, once under the verdict's harness and
+    once executed by `jupyter nbconvert --execute` in the same sandbox and environment. Neither holds a key
+    or NBGRADER_EXECUTION; the differences are the documented KERNEL_TELLS (and environment variables a
+    kernel sets for itself), nothing that carries a hidden input."""
+    assert sandbox.capabilities().ok, sandbox.capabilities().missing
+    cells = [("code", {}, OBSERVE), ("code", {"nbgrader": {"grade": True, "grade_id": "t1", "solution": False}}, "pass")]
+    nb = json.dumps({"cells": [{"cell_type": t, "metadata": m, "source": s, "outputs": [], "execution_count": None}
+                               for t, m, s in cells],
+                     "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+                     "nbformat": 4, "nbformat_minor": 5})
+    seen = {}
+    for how in ("verdict", "kernel"):
+        scratch = tmp_path / how
+        for sub in ("home", "runtime", "ipython"):
+            (scratch / sub).mkdir(parents=True)
+        (scratch / "nb.ipynb").write_text(nb)
+        uid = sandbox.student_uid(8)
+        sandbox.give_to(scratch, uid)
+        box = sandbox.StudentBox(REPO, tuple(sandbox.course_mounts(REPO, REPO)), sandbox.Limits(memory_mb=2048), uid,
+                                 tmp_path / "logs")
+        if how == "verdict":
+            cmd = launch(REPO, "autograder.inside.harness", "serve", scratch / "nb.ipynb", "--cell-timeout", 30)
+            s = box.session(cmd, scratch, scratch, box.env(scratch), "verdict.log")
+            h = judge.Harness(s, {}, deadline=time.monotonic() + 60)
+            try:
+                assert h.wait_at(30) == "t1"
+                h.next()
+                assert h.wait_at(30) is None
+            finally:
+                s.close()
+        else:
+            cmd = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--output",
+                   "ran.ipynb", str(scratch / "nb.ipynb")]
+            box.run(cmd, scratch, scratch, box.env(scratch), 120, "kernel.log")
+        seen[how] = json.loads((scratch / "seen.json").read_text())
+    verdict, kernel = seen["verdict"], seen["kernel"]
+    print(json.dumps(seen, indent=1))
+    assert verdict["NBGRADER_EXECUTION"] is None and kernel["NBGRADER_EXECUTION"] is None
+    assert verdict["key"] is False and kernel["key"] is False  # the key never enters a sandbox
+    differ = {k for k in verdict if k not in ("env", "files") and verdict[k] != kernel[k]}
+    assert differ == KERNEL_TELLS, differ
+    assert verdict["ipykernel"] is False and kernel["ipykernel"] is True
+    # environment: the verdict has no variable a kernel run lacks; the kernel has only those it sets for itself
+    assert set(verdict["env"]) <= set(kernel["env"]), set(verdict["env"]) - set(kernel["env"])
+    assert set(kernel["env"]) - set(verdict["env"]) <= KERNEL_ENV, set(kernel["env"]) - set(verdict["env"])
+    assert set(verdict["files"]) - set(kernel["files"]) <= HARNESS_FILES
