@@ -106,12 +106,10 @@ def shipped_pair():
     return _PAIR["pair"]
 
 
-def prompts(n: int, length: int = 24, seed: int | None = None) -> list[torch.Tensor]:
-    """Windows of the held-out text as shipped with the package: the same bytes on every machine and Python;
-    which windows (seed None) is drawn from a grading run's key, else fixed (autograder/checks/hidden.py)."""
+def prompts(n: int, length: int = 24, seed: int = 3) -> list[torch.Tensor]:
+    """Windows of the held-out text as shipped with the package: the same bytes on every machine and Python."""
     from speclab.data import shipped_windows
 
-    seed = hidden.seed("lab2 prompts", 3) if seed is None else seed
     return [w.to(device()) for w in shipped_windows(n, length, seed=seed)]
 
 
