@@ -222,7 +222,10 @@ def _draw_coupled(p: np.ndarray, q: np.ndarray) -> Callable:
     return draw
 
 def sampler_cases() -> list[ExactnessCase]:
-    all_pairs = pairs()
+    """The law cases on the pairs as written (their sizes and their power against mistakes that depend on the
+    order of the tokens were designed on them); the coupling cases on the pairs relabelled by the grading run's
+    key (`pairs`), which a sampler exact only on the written pairs cannot pass."""
+    all_pairs, relabelled = fixed_pairs(), pairs()
     law_cases = [ExactnessCase(f"speculative_sample on pair '{name}'" + (", one stream" if name == STREAM_CASE else ""),
                                exact_law(*all_pairs[name]), n, _draw_scalar(*all_pairs[name]),
                                eps=_design_eps("sampler", name), stream=name == STREAM_CASE,
@@ -230,7 +233,7 @@ def sampler_cases() -> list[ExactnessCase]:
                                guarantee=STREAM_GUARANTEE if name == STREAM_CASE else "the law of one outcome")
                  for name, n in N_SAMPLER.items()]
     coupling_cases = [ExactnessCase(f"{COUPLING} speculative_sample on pair '{name}'",
-                                    coupling_law(*all_pairs[name]), n, _draw_coupled(*all_pairs[name]),
+                                    coupling_law(*relabelled[name]), n, _draw_coupled(*relabelled[name]),
                                     labels=coupling_labels(len(all_pairs[name][0])), guarantee=COUPLING_GUARANTEE,
                                     eps=_design_eps("sampler coupling", name), follows=COUPLING_FOLLOWS)
                       for name, n in N_SAMPLER_COUPLING.items()]
@@ -245,12 +248,10 @@ class Bigram:
     start: int  # previous token before the block
 
 def toy_bigram() -> Bigram:
-    """The block checks' target and draft; under a grading run's key its tokens are relabelled
-    (new token i is old token perm[i], in the rows' context and in their entries alike)."""
+    """The block checks' target and draft (a law design: kept as written, like the law cases' pairs)."""
     target = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8], [0.3, 0.6, 0.1]])
     draft = np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3], [0.3, 0.3, 0.4]])
-    perm = hidden.relabelling("toy bigram", 3)
-    return Bigram(target[np.ix_(perm, perm)], draft[np.ix_(perm, perm)], start=int(np.flatnonzero(perm == 0)[0]))
+    return Bigram(target, draft, start=0)
 
 def block_rows(model: Bigram, drafted: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     ctx = (model.start, *drafted)
@@ -397,7 +398,8 @@ def _draw_batch_different(fn: Callable, rng: np.random.Generator, n: int) -> np.
     return roles[0::2] * vocab + roles[1::2]
 
 def batch_cases() -> list[ExactnessCase]:
-    all_pairs = pairs()
+    """As sampler_cases: law cases on the pairs as written, coupling cases on the relabelled pairs."""
+    all_pairs, relabelled = fixed_pairs(), pairs()
     cases = [ExactnessCase(f"speculative_sample_batch on {n} copies of pair '{name}'",
                            exact_law(*all_pairs[name]), n, _draw_batch(*all_pairs[name]), batched=True,
                            eps=_design_eps("batch", name), guarantee=BATCH_LAGS,
@@ -412,7 +414,7 @@ def batch_cases() -> list[ExactnessCase]:
                                guarantee="the joint law of two neighbouring rows (permutation-invariant roles)",
                                eps=_design_eps("batch", "different")))
     cases += [ExactnessCase(f"{COUPLING} speculative_sample_batch on {n} copies of pair '{name}'",
-                            coupling_law(*all_pairs[name]), n, _draw_batch_coupled(*all_pairs[name]), batched=True,
+                            coupling_law(*relabelled[name]), n, _draw_batch_coupled(*relabelled[name]), batched=True,
                             labels=coupling_labels(len(all_pairs[name][0])), guarantee=COUPLING_GUARANTEE,
                             eps=_design_eps("batch coupling", name), follows=COUPLING_FOLLOWS)
               for name, n in N_BATCH_COUPLING.items()]
