@@ -17,7 +17,7 @@ import numpy as np
 from . import hidden
 from .calls import call_each
 from .independence import check_lags
-from .stats import ExactnessCase
+from .stats import ExactnessCase, early_passes
 
 
 def _dirichlet_pair(vocab: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -59,10 +59,11 @@ def high_acceptance_pair() -> tuple[np.ndarray, np.ndarray]:
     q[0] += 0.05
     return p, q
 
-def pairs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def pairs(fixed: dict | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The (p, q) pairs the samplers are tested on: the regimes of issue 14, adversarial ones included; under a
-    grading run's key each pair's tokens are relabelled by a permutation of its own (`hidden.relabelling`)."""
-    return {name: (p[perm], q[perm]) for name, (p, q) in fixed_pairs().items()
+    grading run's key each pair's tokens are relabelled by a permutation of its own (`hidden.relabelling`).
+    fixed: `fixed_pairs()` when the caller has it already."""
+    return {name: (p[perm], q[perm]) for name, (p, q) in (fixed_pairs() if fixed is None else fixed).items()
             for perm in [hidden.relabelling(f"pair {name}", len(p))]}
 
 def fixed_pairs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -129,8 +130,6 @@ TARGETED = {"sampler": [n for n in N_SAMPLER if n not in ("1000-token vocabulary
 def _lag_calls(n: int, eps: float | None, rows_per_call: int | None = None) -> int:
     """The most independence tests (one per draw call, or per batch call) a case of n outcomes makes: one draw
     per look (stats.early_passes, then the last), each in calls of at most rows_per_call rows."""
-    from .stats import early_passes
-
     sizes, done = [], 0
     for m, _ in [*early_passes(n, eps), (n, None)]:
         sizes.append(m - done)
@@ -225,7 +224,8 @@ def sampler_cases() -> list[ExactnessCase]:
     """The law cases on the pairs as written (their sizes and their power against mistakes that depend on the
     order of the tokens were designed on them); the coupling cases on the pairs relabelled by the grading run's
     key (`pairs`), which a sampler exact only on the written pairs cannot pass."""
-    all_pairs, relabelled = fixed_pairs(), pairs()
+    all_pairs = fixed_pairs()
+    relabelled = pairs(all_pairs)
     law_cases = [ExactnessCase(f"speculative_sample on pair '{name}'" + (", one stream" if name == STREAM_CASE else ""),
                                exact_law(*all_pairs[name]), n, _draw_scalar(*all_pairs[name]),
                                eps=_design_eps("sampler", name), stream=name == STREAM_CASE,
@@ -399,7 +399,8 @@ def _draw_batch_different(fn: Callable, rng: np.random.Generator, n: int) -> np.
 
 def batch_cases() -> list[ExactnessCase]:
     """As sampler_cases: law cases on the pairs as written, coupling cases on the relabelled pairs."""
-    all_pairs, relabelled = fixed_pairs(), pairs()
+    all_pairs = fixed_pairs()
+    relabelled = pairs(all_pairs)
     cases = [ExactnessCase(f"speculative_sample_batch on {n} copies of pair '{name}'",
                            exact_law(*all_pairs[name]), n, _draw_batch(*all_pairs[name]), batched=True,
                            eps=_design_eps("batch", name), guarantee=BATCH_LAGS,

@@ -385,8 +385,7 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
     copy = work / f"{name}.ipynb"
     copy.write_text(notebook)
     box.give(scratch)
-    switch = any(getattr(sys.modules.get(s.module) or importlib.import_module(s.module), "NOTEBOOK_READS_GRADING",
-                         False) for s in specs.values())
+    switch = any(getattr(importlib.import_module(s.module), "NOTEBOOK_READS_GRADING", False) for s in specs.values())
     cmd = launch(box.code_root, "autograder.inside.harness", "serve", copy, "--cell-timeout", int(cell_timeout_s),
                  *(["--grading-switch"] if switch else []))
     session = box.session(cmd, work, scratch, box.env(scratch), "verdict.log")

@@ -24,6 +24,7 @@ import pytest
 from autograder.checks.lab1 import CELLS
 from autograder.audit.mutants import make_submission
 from autograder.audit.mutants.lab1 import MUTANTS
+from submissions import only_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = "lab1"
@@ -36,18 +37,6 @@ MESSAGE_MUTANT = "batch_ratio_from_first_row"
 REAL_GRADER = ["accept_ratio_inverted", "sampler_ignores_q", "sampler_ignores_draft", "sampler_half_acceptance",
                "block_no_bonus", "alpha_naive_per_block", "batch_ignores_q", "batch_neighbours_share_uniforms"]
 GRADED = [m for m in MUTANTS if m.name in REAL_GRADER]
-
-
-def only_parts(nb, release, parts: set[int]):
-    """nb with the solution cells of the parts not in `parts` put back as released (the stubs)."""
-    stubs = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
-             if c.metadata.get("nbgrader", {}).get("solution")}
-    nb = nbformat.from_dict(nb)
-    for c in nb.cells:
-        gid = c.metadata.get("nbgrader", {}).get("grade_id", "")
-        if gid.startswith("impl_part") and int(gid[len("impl_part"):]) not in parts:
-            c.source = stubs[gid]
-    return nb
 
 
 @pytest.fixture(scope="session")

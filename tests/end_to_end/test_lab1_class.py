@@ -28,6 +28,7 @@ from autograder.audit.mutants.lab1 import MUTANTS
 from autograder.pipeline import Config, build_template, grade_class, summary
 from autograder.sandbox import Limits
 from load import scaled
+from submissions import only_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = "lab1"
@@ -52,18 +53,6 @@ PATCH_CHECKS = ("import autograder.checks.lab1 as _c\n_c.check_alpha_estimator =
                 "import sys\nsys.modules['autograder.checks.lab1'].check_alpha_estimator = lambda *a, **k: None")
 HIDE_TB = ("ip = get_ipython()\nip.showtraceback = lambda *a, **k: None\nip._showtraceback = lambda *a, **k: None\n"
            "import sys\nsys.excepthook = lambda *a: None")
-
-
-def only_parts(nb, release, solved: set[int]):
-    """nb with the solution cells of the parts not in `solved` put back as released (the stubs)."""
-    nb = nbformat.from_dict(nb)
-    rel = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
-           if c.metadata.get("nbgrader", {}).get("solution")}
-    for c in nb.cells:
-        gid = c.metadata.get("nbgrader", {}).get("grade_id", "")
-        if gid.startswith("impl_part") and int(gid[-1]) not in solved:
-            c.source = rel[gid]
-    return nb
 
 
 def _students(release):

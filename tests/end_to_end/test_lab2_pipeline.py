@@ -24,6 +24,7 @@ from autograder.checks.lab2 import CELLS
 from autograder.pipeline import Config, build_template, grade_class
 from autograder.sandbox import Limits
 from load import scaled
+from submissions import only_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = "lab2"
@@ -37,17 +38,6 @@ def does_less():
     never, knobs = BY_NAME["never_speculates"], BY_NAME["knobs_only_at_fixed_settings"]
     return replace(never, name="never_speculates_knobs_fixed", doc=f"{never.doc} {knobs.doc}",
                    edits=never.edits + knobs.edits)
-
-
-def only_parts(nb, release, solved: set[int]):
-    stubs = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells
-             if c.metadata.get("nbgrader", {}).get("solution")}
-    nb = nbformat.from_dict(nb)
-    for c in nb.cells:
-        gid = c.metadata.get("nbgrader", {}).get("grade_id", "")
-        if gid.startswith("impl_part") and int(gid[len("impl_part"):]) not in solved:
-            c.source = stubs[gid]
-    return nb
 
 
 def test_a_decoder_that_does_less_keeps_only_what_it_earns(tmp_path):

@@ -29,6 +29,16 @@ WHOLE_SAMPLER = """
 -    return sample_from(residual_distribution(p, q), rng)
 """
 
+def exact_only_when(imports: str, setup: str | None, condition: str) -> str:
+    """The one-position sampler's whole body replaced by: check p and q, then speculative sampling when `condition`
+    holds, else p sampled directly (q unused): exact in law always, the algorithm only when the condition holds."""
+    return WHOLE_SAMPLER + "".join(f"+    {line}\n" for line in [
+        imports, 'q = check_distribution(q, "q")', 'p = check_distribution(p, "p", size=q.size)',
+        *([setup] if setup else []), f"if not ({condition}):", "    return sample_from(p, rng)",
+        "x = sample_from(q, rng) if draft is None else draft", "if rng.random() < acceptance_prob(p, q, x):",
+        "    return x", "return sample_from(residual_distribution(p, q), rng)"])
+
+
 # The verifiers take the rows as they are given, and then either check nothing (not even the
 # bonus row) or check the shapes their own shorter way.
 _ROWS_AS_GIVEN = """
@@ -352,32 +362,13 @@ MUTANTS: list[Mutant] = catalog("lab1", [
     Mutant("sampler_keyed_to_fixed_pairs", 2, "speculative_sample",
            "Speculative sampling only on the pairs written in the grader's check files (read inside the sandbox); "
            "on any other pair it samples p directly. Caught only when the grading run relabels the pairs.",
-           WHOLE_SAMPLER + """\
-+    from autograder.checks.lab1_cases import fixed_pairs
-+    q = check_distribution(q, "q")
-+    p = check_distribution(p, "p", size=q.size)
-+    known = speculative_sample.__dict__.setdefault("known", list(fixed_pairs().values()))
-+    if not any(np.array_equal(p, a) and np.array_equal(q, b) for a, b in known):
-+        return sample_from(p, rng)
-+    x = sample_from(q, rng) if draft is None else draft
-+    if rng.random() < acceptance_prob(p, q, x):
-+        return x
-+    return sample_from(residual_distribution(p, q), rng)
-"""),
+           exact_only_when("from autograder.checks.lab1_cases import fixed_pairs",
+                           'known = speculative_sample.__dict__.setdefault("known", list(fixed_pairs().values()))',
+                           "any(np.array_equal(p, a) and np.array_equal(q, b) for a, b in known)")),
     Mutant("sampler_exact_only_when_graded", 2, "speculative_sample",
            "Speculative sampling only when NBGRADER_EXECUTION is set (the variable nbgrader sets); otherwise it "
            "samples p directly. Caught because the grader's verdict runs Lab 1 without that variable.",
-           WHOLE_SAMPLER + """\
-+    import os
-+    q = check_distribution(q, "q")
-+    p = check_distribution(p, "p", size=q.size)
-+    if os.environ.get("NBGRADER_EXECUTION") is None:
-+        return sample_from(p, rng)
-+    x = sample_from(q, rng) if draft is None else draft
-+    if rng.random() < acceptance_prob(p, q, x):
-+        return x
-+    return sample_from(residual_distribution(p, q), rng)
-"""),
+           exact_only_when("import os", None, 'os.environ.get("NBGRADER_EXECUTION") is not None')),
     Mutant("sampler_replays_stream", 2, "speculative_sample",
            "Draws a table of 40,000 triples of uniforms from each new generator and replays it: every draw is exact, "
            "but the stream repeats every 40,000 calls.", WHOLE_SAMPLER + """\

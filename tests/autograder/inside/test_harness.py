@@ -98,10 +98,24 @@ NOTEBOOK_CELLS = [
 ]
 
 
-def _notebook(path: Path) -> None:
-    cells = [{"cell_type": t, "metadata": m, "source": s, "outputs": [], "execution_count": None}
-             for t, m, s in NOTEBOOK_CELLS]
-    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+def _notebook(path: Path, cells=NOTEBOOK_CELLS, metadata: dict | None = None) -> None:
+    """A notebook of (cell type, metadata, source) cells at path."""
+    cells = [{"cell_type": t, "metadata": m, "source": s, "outputs": [], "execution_count": None} for t, m, s in cells]
+    path.write_text(json.dumps({"cells": cells, "metadata": metadata or {}, "nbformat": 4, "nbformat_minor": 5}))
+
+
+GRADED_T1 = ("code", {"nbgrader": {"grade": True, "grade_id": "t1", "solution": False}}, "pass")
+
+
+def _through_t1(s: sandbox.Session) -> None:
+    """Drive a harness serving a notebook whose one graded cell is t1 to its end, then close it."""
+    h = judge.Harness(s, {}, deadline=time.monotonic() + 60)
+    try:
+        assert h.wait_at(30) == "t1"
+        h.next()
+        assert h.wait_at(30) is None
+    finally:
+        s.close()
 
 
 REPO = Path(__file__).resolve().parents[3]
@@ -124,21 +138,11 @@ def test_the_verdict_sets_nbgrader_execution_only_for_a_lab_that_reads_it(tmp_pa
     assert sandbox.capabilities().ok, sandbox.capabilities().missing
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    cells = [("code", {}, "import os\nopen('seen', 'w').write(os.environ.get('NBGRADER_EXECUTION', 'unset'))\n"),
-             ("code", {"nbgrader": {"grade": True, "grade_id": "t1", "solution": False}}, "pass")]
-    (scratch / "nb.ipynb").write_text(json.dumps(
-        {"cells": [{"cell_type": t, "metadata": m, "source": s, "outputs": [], "execution_count": None}
-                   for t, m, s in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    _notebook(scratch / "nb.ipynb", [
+        ("code", {}, "import os\nopen('seen', 'w').write(os.environ.get('NBGRADER_EXECUTION', 'unset'))\n"), GRADED_T1])
     uid = sandbox.student_uid(7)
     sandbox.give_to(scratch, uid)
-    s = _session(scratch, uid, tmp_path, 5, *(["--grading-switch"] if switch else []))
-    h = judge.Harness(s, {}, deadline=time.monotonic() + 60)
-    try:
-        assert h.wait_at(30) == "t1"
-        h.next()
-        assert h.wait_at(30) is None
-    finally:
-        s.close()
+    _through_t1(_session(scratch, uid, tmp_path, 5, *(["--grading-switch"] if switch else [])))
     assert (scratch / "seen").read_text() == ("autograde" if switch else "unset")
     from autograder.checks import lab1, lab2
 
@@ -267,22 +271,11 @@ def test_harness_stops_after_the_last_graded_cell(tmp_path):
     assert sandbox.capabilities().ok, sandbox.capabilities().missing
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    cells = [("code", {}, "open('before', 'w').write('x')\n"),
-             ("code", {"nbgrader": {"grade": True, "grade_id": "t1", "solution": False}}, "pass"),
-             ("code", {}, "open('after', 'w').write('x')\n")]
-    (scratch / "nb.ipynb").write_text(json.dumps(
-        {"cells": [{"cell_type": t, "metadata": m, "source": s, "outputs": [], "execution_count": None}
-                   for t, m, s in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    _notebook(scratch / "nb.ipynb", [("code", {}, "open('before', 'w').write('x')\n"), GRADED_T1,
+                                     ("code", {}, "open('after', 'w').write('x')\n")])
     uid = sandbox.student_uid(6)
     sandbox.give_to(scratch, uid)
-    s = _session(scratch, uid, tmp_path, 5)
-    h = judge.Harness(s, {}, deadline=time.monotonic() + 60)
-    try:
-        assert h.wait_at(30) == "t1"
-        h.next()
-        assert h.wait_at(30) is None
-    finally:
-        s.close()
+    _through_t1(_session(scratch, uid, tmp_path, 5))
     assert (scratch / "before").exists() and not (scratch / "after").exists()
 
 
@@ -336,31 +329,20 @@ def test_what_a_notebook_observes_under_the_verdict_and_in_a_kernel(tmp_path):
     or NBGRADER_EXECUTION; the differences are the documented KERNEL_TELLS (and environment variables a
     kernel sets for itself), nothing that carries a hidden input."""
     assert sandbox.capabilities().ok, sandbox.capabilities().missing
-    cells = [("code", {}, OBSERVE), ("code", {"nbgrader": {"grade": True, "grade_id": "t1", "solution": False}}, "pass")]
-    nb = json.dumps({"cells": [{"cell_type": t, "metadata": m, "source": s, "outputs": [], "execution_count": None}
-                               for t, m, s in cells],
-                     "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-                     "nbformat": 4, "nbformat_minor": 5})
+    kernelspec = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
     seen = {}
     for how in ("verdict", "kernel"):
         scratch = tmp_path / how
         for sub in ("home", "runtime", "ipython"):
             (scratch / sub).mkdir(parents=True)
-        (scratch / "nb.ipynb").write_text(nb)
+        _notebook(scratch / "nb.ipynb", [("code", {}, OBSERVE), GRADED_T1], kernelspec)
         uid = sandbox.student_uid(8)
         sandbox.give_to(scratch, uid)
         box = sandbox.StudentBox(REPO, tuple(sandbox.course_mounts(REPO, REPO)), sandbox.Limits(memory_mb=2048), uid,
                                  tmp_path / "logs")
         if how == "verdict":
             cmd = launch(REPO, "autograder.inside.harness", "serve", scratch / "nb.ipynb", "--cell-timeout", 30)
-            s = box.session(cmd, scratch, scratch, box.env(scratch), "verdict.log")
-            h = judge.Harness(s, {}, deadline=time.monotonic() + 60)
-            try:
-                assert h.wait_at(30) == "t1"
-                h.next()
-                assert h.wait_at(30) is None
-            finally:
-                s.close()
+            _through_t1(box.session(cmd, scratch, scratch, box.env(scratch), "verdict.log"))
         else:
             cmd = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--output",
                    "ran.ipynb", str(scratch / "nb.ipynb")]
