@@ -32,6 +32,18 @@ if compgen -G ".whl/*.whl" > /dev/null; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH="$PYTHONPATH:/tmp/site" PATH="/tmp/site/bin:$PATH"
 fi
+# Before any training: the spec table reads the Lab 2 reference out of solutions/lab2/lab2.md with
+# jupytext, which the GPU image lacks (2026-11-27: a first run trained the pair, then lost its spec
+# table to this). Without nbgrader or jsonschema only the Lab 2 autograding and the schema check go.
+$PY - <<'PY'
+import importlib.util, sys
+missing = [m for m in ("jupytext", "nbgrader", "jsonschema") if importlib.util.find_spec(m) is None]
+if "jupytext" in missing:
+    sys.exit("benchmarks/gpu/run.sh: jupytext is missing, and the spec table needs it; run `make gpu-wheels` "
+             "here and carry .whl (benchmarks/gpu/README.md)")
+if missing:
+    print("note: missing", ", ".join(missing), "- the Lab 2 autograding and/or the schema check will say so in the JSON")
+PY
 mkdir -p "$OUTDIR"
 log="$OUTDIR/run-$(date -u +%Y%m%dT%H%M%SZ).log"
 {
