@@ -32,6 +32,9 @@ def _grade_options(g: argparse.ArgumentParser) -> None:
     g.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="address-space limit per student")
     g.add_argument("--output-kb", type=int, default=Limits.output_kb, help="printed output kept per stream")
     g.add_argument("--no-recheck", action="store_true", help="skip the clean re-run of scored notebooks")
+    g.add_argument("--retime", action="store_true",
+                   help="grade again, one at a time, the students whose timed points are pending (a timing with "
+                        "no clear verdict); with --student, only those")
     g.add_argument("--unsafe", action="store_true",
                    help="DANGER: grade without the sandbox when the machine cannot provide one. Students' code "
                         "then runs with your rights: it can read the solutions, change the course and forge its "
@@ -54,7 +57,7 @@ def _grade(a: argparse.Namespace) -> int:
     limits = Limits(a.cell_timeout, a.notebook_timeout, a.memory_mb, Limits.file_mb, a.output_kb)
     cfg = Config(a.lab, a.submissions.resolve(), (a.out or course / "grading" / a.lab).resolve(), course,
                  max(1, a.workers), a.force or bool(a.student), tuple(a.student), limits, not a.no_recheck,
-                 a.unsafe)
+                 a.unsafe, retime=a.retime)
     if a.unsafe:
         print("WARNING: --unsafe: grading without the sandbox; students' code runs with your rights",
               file=sys.stderr)

@@ -9,7 +9,8 @@ ratios go into a one-sided **sign test** of "the median ratio is at least the ba
 exchangeable; nothing is assumed about the shape of their distribution), looked at after
 ``LOOKS[0]``, ``LOOKS[1]``, ... rounds. At each look the code fails (clearly below the bar),
 passes (clearly above) or, inconclusive, gets more rounds while the time budget lasts; a timing
-still undecided at the end is *undecided*, and the grader takes no points for it.
+still undecided at the end is *undecided*: the grader neither takes nor gives points for it, times
+it again alone at the end of the class's grading, and holds the points (pending) if it stays unclear.
 
 False failures: for code whose per-round ratio has median at least the bar, the look after
 ``LOOKS[i]`` rounds fails it with probability at most ``LOOK_ALPHAS[i]``, over all looks at most
@@ -204,8 +205,8 @@ class SpeedResult:
     def summary(self, what: str) -> str:
         words = {"pass": "clearly at or above the bar: the grader would give the point(s)",
                  "fail": "clearly below the bar: the grader would take the point(s)",
-                 "inconclusive": "not clear either way: the grader would keep your point(s) and say so in your "
-                                 "feedback (a timing it cannot decide costs nothing)"}
+                 "inconclusive": "not clear either way: the grader would time it again alone, and hold the "
+                                 "point(s), neither given nor taken, if it stayed unclear"}
         return (f"{what}: median {self.median:.2f}x over {len(self.ratios)} paired rounds, bar {self.bar:g}x; "
                 f"{words[self.verdict]}" + (f" ({self.note})" if self.note else ""))
 

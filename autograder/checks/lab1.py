@@ -91,7 +91,9 @@ R_BATCH_SPEED = Rule("batch speed", f"`speculative_sample_batch` is at least {sp
                      f"random draws of a one-position sampler), timed by the grader with "
                      f"`speclab.speedtest.batch_speedup` on {speedtest.BATCH_ROWS} rows of one pair; every timed "
                      f"call must return fresh draws from p. Points are lost only on a clear failing verdict of "
-                     f"its sign test; a timing it cannot decide costs nothing, and your feedback says so.")
+                     f"its sign test; a timing it cannot decide is timed again alone at the end of the class's "
+                     f"grading, and if it is still unclear its point is held, neither given nor taken, until your "
+                     f"instructor times it again; your feedback says which.")
 
 
 
@@ -443,7 +445,8 @@ def check_batch_speed(speculative_sample_batch: Callable) -> None:
                 f"rounds, {above} of them at or above the bar){'; ' + result.note if result.note else ''}")
         if result.verdict == "inconclusive":
             timing.undecided(f"batch speed-up {result.median:.1f}x (median of {len(result.ratios)} paired rounds) "
-                             f"against the {SPEEDUP_REQUIRED:.0f}x bar: not clear either way; the point is kept")
+                             f"against the {SPEEDUP_REQUIRED:.0f}x bar: not clear either way (the grader times it again "
+                             f"alone; if it stays unclear, the point is held until it is timed again)")
 
 
 check_batch_speed.randomised = True  # a timing

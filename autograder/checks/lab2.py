@@ -82,7 +82,9 @@ R_SPEEDUP = Rule("speedup", "Timed by the grader against the course's baseline o
                  "and 6: on a CPU, the best k reaches 1.3 times the baseline's speed, and the measured speedup is at "
                  "least 0.75 times the one predicted with the draft's catch-up, (k + alpha^k) / c + c_verify. "
                  "Points are lost only on a clear failing verdict of the grader's sign test at every k; a timing "
-                 "it cannot decide costs nothing, and your feedback says so.")
+                 "it cannot decide is timed again alone at the end of the class's grading, and if it is still "
+                 "unclear its points are held, neither given nor taken, until your instructor times it again; "
+                 "your feedback says which.")
 R_BYTES = Rule("bytes", "`decode_bytes(cfg, context_len)` returns the exact number of bytes one decode step "
                "moves at least: every weight read once, the K and V of the context read, and the new position's "
                "K and V written.")
@@ -338,7 +340,8 @@ def check_speedup(speculative_decode: Callable) -> dict:
                 f"c_verify={d['c_verify']:.2f}; {how}): your loop has overhead the cost model does not")
     if "inconclusive" in (speed.verdict, theory.verdict):
         timing.undecided(f"speedup timing not clear after {d['rounds']} paired rounds (median per k: {table}); "
-                         f"the points are kept")
+                         f"the grader times it again alone; if it stays unclear, the points are held until it is "
+                         f"timed again")
     return {"measured": d["measured"], "best_k": best_k, "alpha": d["alpha"][best_k], "c": d["c"],
             "c_verify": d["c_verify"], "predicted": d["predicted"], "rounds": d["rounds"],
             "verdicts": (speed.verdict, theory.verdict), "theory_ratio": d["theory_ratio"]}

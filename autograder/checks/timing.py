@@ -18,10 +18,13 @@ A timed check compares a student's code with a baseline timed alongside it. Thre
    shape of their distribution). It is looked at after ``LOOKS[0]``, ``LOOKS[1]``, ... rounds;
    at each look the test either fails the code (clearly below the bar: at most
    ``binom.ppf``-many rounds above it), passes it (clearly above), or, inconclusive, asks for
-   more rounds while the time budget lasts. Still inconclusive at the end: the points stay,
-   and the check says so with ``undecided(note)``: the line is printed (the notebook's output
-   shows it) and, where the grader runs the check (autograder/pipeline/judge.py, inside
-   ``recording()``), recorded, so the student's feedback, grades.csv and the class summary name it.
+   more rounds while the time budget lasts. Still inconclusive at the end: the check passes
+   and says so with ``undecided(note)``: the line is printed (the notebook's output shows it)
+   and, where the grader runs the check (autograder/pipeline/judge.py, inside ``recording()``),
+   recorded. The class run then grades that student again, alone, at its end; a cell whose
+   timing is still unclear has its points held, neither given nor taken
+   (autograder/pipeline/results.py, ``hold_pending``), until ``--retime`` times it again. The
+   student's feedback, grades.csv (timing and pending columns) and the class summary name it.
 
 The statistics are speclab.speedtest's (a notebook runs the same test). False failures: for code whose per-round ratio has median at least the bar, the look after
 ``LOOKS[i]`` rounds fails it with probability at most ``LOOK_ALPHAS[i]``; over all looks at
@@ -60,7 +63,7 @@ UNDECIDED_MARK = "timing undecided:"  # how the line starts in a notebook's outp
 
 
 def undecided(note: str) -> None:
-    """A timed verdict that is not clear, so no points are taken: say why, in words a student reads
+    """A timed verdict that is not clear (the pipeline times it again, then holds its points): say why, in words a student reads
     (e.g. "no clear verdict after 22 paired rounds (median per k: k=2: 1.21x, ...); no points are
     taken for a timing that is not clear").
 

@@ -269,6 +269,7 @@ def run(root: Path) -> dict:
     try:
         from autograder.pipeline.feedback import cell_verdicts, describe_cells
         from autograder.pipeline import build_template, grade_student
+        from autograder.pipeline.results import hold_pending
 
         cfg = _config(root, lab)
         cfg.out.mkdir(parents=True, exist_ok=True)
@@ -276,6 +277,8 @@ def run(root: Path) -> dict:
         folder = cfg.submissions / STUDENT
         notes = _gather(root / "submission", folder)
         result = grade_student(cfg, layout, STUDENT, folder, slot=0)
+        # a timing with no clear verdict is never awarded: its points are held until the instructor regrades
+        result = hold_pending(result, "your instructor can run the autograder on this submission again")
         names, verdicts = {}, {}
         for nb_name in layout:
             release = json.loads((cfg.out / "template" / "labs" / lab / f"{nb_name}.ipynb").read_text())

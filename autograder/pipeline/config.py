@@ -41,6 +41,7 @@ class Config:
     recheck: bool = True
     unsafe: bool = False  # grade without the sandbox (trusted submissions only; see autograder/README.md)
     lab_checks: tuple[Path, ...] = ()  # folders of check modules of labs outside the package (autograder.checks.add_folder)
+    retime: bool = False  # grade again, one at a time, the students whose timed points are pending (results.hold_pending)
 
     @property
     def code_root(self) -> Path:

@@ -29,6 +29,8 @@ from pathlib import Path
 from autograder.checks.timing import UNDECIDED_MARK
 from autograder.inside.recheck import capped
 
+from .results import PENDING_MARK
+
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 RENDER_VERSION = "6"  # bump when the page changes, so that cached pages are written again
@@ -376,9 +378,14 @@ def summary_box(student: str, lab: str, result: dict, layout: dict, names: dict,
                        if len(listed) > 1 else _inline(listed[0] if listed else what))
             timed = "".join(f'<div class="speclab-timing">{html.escape(UNDECIDED_MARK)} {message_html(n)}</div>'
                             for n in (result.get("timing") or {}).get(nb_name, {}).get(gid, []))
-            cls = "speclab-ok" if got >= pts else "speclab-fail"
+            held = (result.get("pending") or {}).get(nb_name, {}).get(gid)
+            if held:  # results.hold_pending: neither given nor taken
+                timed += (f'<div class="speclab-timing">{html.escape(PENDING_MARK)} {held:g} point'
+                          f'{"s" if held != 1 else ""} held back until your instructor times this cell again</div>')
+            cls = "speclab-timing" if held else "speclab-ok" if got >= pts else "speclab-fail"
+            shown = f"pending / {pts:g}" if held else f"{got:g} / {pts:g}"
             rows.append(f'<tr><td><a href="#{html.escape(gid)}">{html.escape(part)}</a></td><td>{checked}{timed}</td>'
-                        f'<td class="pts {cls}">{got:g} / {pts:g}</td></tr>')
+                        f'<td class="pts {cls}">{shown}</td></tr>')
     notes = "".join(f"<li>{message_html(p)}</li>" for p in result.get("problems", []))
     notes_html = (f'<div class="speclab-notes" id="grader-notes"><b>Notes from the grader</b><ul>{notes}</ul></div>'
                   if notes else "")

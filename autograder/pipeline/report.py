@@ -16,7 +16,7 @@ from autograder.checks.timing import UNDECIDED_MARK
 
 from .config import Config
 from .nbgrader import gradebook_layout, in_lab_order
-from .results import timing_column, timing_notes
+from .results import pending_column, timing_column, timing_notes
 
 def merge(cfg: Config, layout: dict, results: list[dict], progress: bool = False) -> None:
     """grades.csv and a class gradebook.db from the result files, in student order; columns in
@@ -37,12 +37,12 @@ def merge(cfg: Config, layout: dict, results: list[dict], progress: bool = False
     with open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["student", "score", "max_score", "percent", *[f"{nb}:{g}" for nb, g in cols], "timing",
-                    "problems"])
+                    "pending", "problems"])
         for r in results:
             pct = 100 * r["score"] / r["max_score"] if r["max_score"] else 0.0
             w.writerow([r["student"], f"{r['score']:g}", f"{r['max_score']:g}", f"{pct:.1f}",
                         *[f"{r['scores'].get(nb, {}).get(g, 0.0):g}" for nb, g in cols], timing_column(r),
-                        " | ".join(r["problems"])])
+                        pending_column(r), " | ".join(r["problems"])])
     os.replace(tmp, cfg.out / "grades.csv")
     from .lms import write_exports
 
@@ -117,9 +117,18 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
                      f"max {max(s):g} of {results[0]['max_score']:g}; "
                      f"{with_problems} with problems")
     if undecided:
-        lines.append(f"{len(undecided)} timing{'s' if len(undecided) > 1 else ''} without a clear verdict (no points "
-                     f"taken; grading a student again, --student NAME, times it afresh):")
+        lines.append(f"{len(undecided)} timing{'s' if len(undecided) > 1 else ''} without a clear verdict (neither "
+                     f"given nor taken; each was timed again alone at the end of the run):")
         lines += [f"  {student}: {head(note.replace(f'{UNDECIDED_MARK} ', ''), 200)}" for student, note in undecided]
+    held = [r for r in results if r.get("pending")]
+    if held:
+        total = sum(float(pending_column(r)) for r in held)
+        lines.append(f"PENDING: {total:g} point{'s' if total != 1 else ''} of {len(held)} student"
+                     f"{'s' if len(held) > 1 else ''} held back, the timing still unclear when timed again alone; "
+                     f"neither given nor taken. Time them again on a quiet machine: python -m autograder grade "
+                     f"{cfg.lab} {cfg.submissions} --retime")
+        lines += [f"  {r['student']}: {pending_column(r)} pending ("
+                  + ", ".join(g for cells in r["pending"].values() for g in cells) + ")" for r in held]
     if cfg.unsafe:
         lines.append("warning: graded WITHOUT the sandbox (--unsafe): students' code ran with the grader's "
                      "rights, could read the solutions and could forge its result")

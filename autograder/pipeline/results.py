@@ -8,15 +8,19 @@ judged in the grader, autograder/pipeline/judge.py, and the clean re-run in the 
 - `verdict_alone`: when nbgrader could not finish it (the kernel died, the notebook destroyed its
   grading directory), the test cells that passed their second opinion count, the others get 0.
 
-A timed check that could not decide takes no points; `timing_notes` makes it a note of the
-student's result, and the result's `timing` entry (notebook -> grade id -> notes) feeds
-grades.csv's timing column (`timing_column`) and the class summary.
+A timed check that could not decide neither takes nor gives points: `timing_notes` makes it a note
+of the student's result, and the result's `timing` entry (notebook -> grade id -> notes) feeds
+grades.csv's timing column (`timing_column`) and the class summary. The class run grades such a
+student again at its end, alone; a cell whose timing is still unclear then has its points held
+(`hold_pending`): 0 in the score, the points under the result's `pending` entry and grades.csv's
+pending column, until `--retime` grades it again.
 
 `publish` writes the result file, the only input of the class's merge, once the student's sandbox
 is gone; `grader_version` is the digest under which a result may be reused.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -102,6 +106,56 @@ def timing_column(result: dict) -> str:
                      for nb, cells in timing.items() for gid, notes in cells.items() if notes)
 
 
+PENDING_MARK = "timing pending:"  # how a held cell's note starts (the feedback and the summary show it)
+
+
+def timed_points(result: dict) -> dict[str, dict[str, float]]:
+    """notebook -> grade id -> the points a cell scored while its timing gave no clear verdict: what an
+    unclear timing would award. A cell that scored nothing is left out (its timing decides nothing)."""
+    held: dict[str, dict[str, float]] = {}
+    for nb, cells in (result.get("timing") or {}).items():
+        for gid, notes in cells.items():
+            points = float((result.get("scores") or {}).get(nb, {}).get(gid, 0.0))
+            if notes and points > 0:
+                held.setdefault(nb, {})[gid] = points
+    return held
+
+
+def hold_pending(result: dict, retime: str) -> dict:
+    """The result with the points of every cell whose timing is still unclear held back: the cell
+    scores 0, its points go under `pending`, and a note says how to time it again (retime: the command)."""
+    held = timed_points(result)
+    if not held:
+        return result
+    r = copy.deepcopy(result)
+    for nb, cells in held.items():
+        for gid, points in cells.items():
+            r["scores"][nb][gid] = 0.0
+            r["problems"].append(
+                f"{nb}.ipynb {gid}: {PENDING_MARK} {points:g} point{'s' if points != 1 else ''} held back: the timing "
+                f"gave no clear verdict, in the class run nor timed again alone; they are neither given nor taken "
+                f"until it is timed again ({retime})")
+    r["pending"] = held
+    r["score"] = round(sum(sum(c.values()) for c in r["scores"].values()), 6)
+    return r
+
+
+def pending_column(result: dict) -> str:
+    """grades.csv's pending cell: the points held back for unclear timings, empty when none."""
+    total = sum(p for cells in (result.get("pending") or {}).values() for p in cells.values())
+    return f"{total:g}" if total else ""
+
+
+def save_result(out: Path, student: str, result: dict) -> None:
+    """Write a student's result file atomically: it exists whole or not at all."""
+    folder = out / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(result, f, indent=1, sort_keys=True)
+    os.replace(tmp, folder / f"{student}.json")
+
+
 # What decides a grade, below a course's code root: the checks, what runs in the sandbox, the sandbox
 # itself and the pipeline's grading steps (not report.py and feedback.py, which only render results),
 # and the course package with its shipped weights. Audits, exports, authoring tools and benchmarks are
@@ -148,12 +202,7 @@ def publish(out: Path, lab: str, root: Path, student: str, result: dict, verdict
             path = out / "work" / ".logs" / f"{student}.{log}"
             if path.is_file():
                 f.write(f"===== {log}\n" + path.read_text(errors="replace")[-20000:] + "\n")
-    results = out / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=results, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(result, f, indent=1, sort_keys=True)
-    os.replace(tmp, results / f"{student}.json")  # atomic: a result exists whole or not at all
+    save_result(out, student, result)
     shutil.rmtree(root, ignore_errors=True)
     if verdict_scratch is not None:
         shutil.rmtree(verdict_scratch, ignore_errors=True)

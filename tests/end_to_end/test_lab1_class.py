@@ -133,7 +133,13 @@ def test_thirty_students_two_workers(tmp_path):
     for name, (_, want) in students.items():
         print(f"{name:<28} {want:>8g}  {results[name]['score']:>6g}")
     print(summary(cfg, build_template(cfg), list(results.values())))
-    assert {n: results[n]["score"] for n in students} == {n: w for n, (_, w) in students.items()}
+    # a timing still unclear when timed again alone holds its point (results.hold_pending): never awarded,
+    # never taken, so the deserved score lies between the score and the score plus what is held
+    held = {n: sum(p for cells in (results[n].get("pending") or {}).values() for p in cells.values()) for n in students}
+    assert all(set(cells) <= {"test_batch_speed"} for r in results.values() for cells in (r.get("pending") or {}).values())
+    assert {n: results[n]["score"] for n in students if not held[n]} == {
+        n: w for n, (_, w) in students.items() if not held[n]}
+    assert all(results[n]["score"] <= w <= results[n]["score"] + held[n] for n, (_, w) in students.items())
     # the patched check is one the pipeline's nbgrader run leaves to the grader: the grader's own verdict
     # (the check run in the grader's process) is what the student reads
     assert any(p.startswith("lab1.ipynb test_alpha_estimator: AssertionError") and "estimate_alpha(" in p

@@ -174,7 +174,7 @@ def test_local_csv_in_lab_order_and_a_rerun_is_cheap_and_quiet(harness):
     _, _, local, out = harness
     with open(out / "grades.csv") as f:
         header = next(csv.reader(f))
-    assert header[4:-2] == [f"{LAB}:{g}" for g in LAB_ORDER] and header[-2:] == ["timing", "problems"]
+    assert header[4:-3] == [f"{LAB}:{g}" for g in LAB_ORDER] and header[-3:] == ["timing", "pending", "problems"]
     pages = {p: p.stat().st_mtime_ns for p in (out / "feedback").rglob("*.html")}
     assert len(pages) == 3
     db = (out / "gradebook.db").stat().st_mtime_ns

@@ -9,7 +9,10 @@ through, crashed the run or cost another student points fails here.
 """
 from __future__ import annotations
 
+import collections
+import contextlib
 import csv
+import dataclasses
 import json
 import shutil
 import zipfile
@@ -297,22 +300,44 @@ def timed(tmp_path_factory):
     cfg = Config(TIMED_LAB, base / "subs", base / "out", course, workers=2, limits=LIMITS, lab_checks=(lab_checks,))
     build_template(cfg)
     rel = nbformat.read(cfg.out / "template" / "labs" / TIMED_LAB / f"{TIMED_LAB}.ipynb", as_version=4)
-    for student, solution in (("clear", F.SOLUTION), ("unclear", F.HALF)):
+    for student, solution in (("clear", F.SOLUTION), ("unclear", F.HALF), ("held", RIGHT_BUT_UNCLEAR)):
         d = base / "subs" / student / TIMED_LAB
         d.mkdir(parents=True)
         nbformat.write(F.student(rel, solution), d / f"{TIMED_LAB}.ipynb")
-    results = {r["student"]: r for r in grade_class(cfg, progress=False)}
-    return cfg, results
+    with counting_gradings() as graded:
+        results = {r["student"]: r for r in grade_class(cfg, progress=False)}
+    return cfg, results, graded
+
+
+# right on every value the cell asserts, but its timing (the one-element case) never decides: the cell passes
+RIGHT_BUT_UNCLEAR = F.SOLUTION.replace("return np.asarray(v) * c", "return np.asarray(v) * (c if np.size(v) > 1 else 1)")
+
+
+@contextlib.contextmanager
+def counting_gradings():
+    """How many times each student was graded (autograder.pipeline.grade.grade_student) inside."""
+    from autograder.pipeline import grade as grade_module
+
+    counts: collections.Counter = collections.Counter()
+    real = grade_module.grade_student
+
+    def counted(cfg, layout, student, *args, **kwargs):
+        counts[student] += 1
+        return real(cfg, layout, student, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(grade_module, "grade_student", counted)
+        yield counts
 
 
 def test_an_undecided_timing_reaches_the_csv_the_summary_and_the_page(timed):
-    cfg, results = timed
+    cfg, results, _ = timed
     assert (results["clear"]["score"], results["unclear"]["score"]) == (FULL, HALF_PTS)  # undecided: no points taken
     assert results["unclear"]["timing"] == {TIMED_LAB: {"test_scale": [TIMED_NOTE]}}
     assert not results["clear"]["timing"] and results["clear"]["problems"] == []
     with open(cfg.out / "grades.csv") as f:
         assert {row["student"]: row["timing"] for row in csv.DictReader(f)} == {
-            "clear": "", "unclear": "test_scale: undecided"}
+            "clear": "", "unclear": "test_scale: undecided", "held": "test_scale: undecided"}
     text = summary(cfg, build_template(cfg), list(results.values()))
     assert f"  unclear: {TIMED_LAB}.ipynb test_scale: {TIMED_NOTE}" in text.splitlines()
     assert "clear:" not in text.replace("unclear:", "")
@@ -322,8 +347,36 @@ def test_an_undecided_timing_reaches_the_csv_the_summary_and_the_page(timed):
     assert TIMED_NOTE not in (cfg.out / "feedback" / "clear" / TIMED_LAB / f"{TIMED_LAB}.html").read_text()
 
 
+def test_an_unclear_timing_is_timed_again_alone_then_held_never_awarded(timed):
+    """A cell that passes with an undecided timing is graded again at the end of the run; still unclear, its
+    points are held (0 in the score, listed as pending) until --retime, which grades only the held students."""
+    cfg, results, graded = timed
+    assert graded == {"clear": 1, "unclear": 1, "held": 2}  # HALF failed the cell anyway: nothing to time again
+    held = results["held"]
+    assert held["score"] == FULL - 3 and held["pending"] == {TIMED_LAB: {"test_scale": 3.0}}
+    assert held["scores"][TIMED_LAB]["test_scale"] == 0.0
+    note = next(p for p in held["problems"] if "timing pending:" in p)
+    assert f"--retime --student held" in note and "3 points held back" in note
+    assert "pending" not in results["unclear"] and "pending" not in results["clear"]
+    with open(cfg.out / "grades.csv") as f:
+        assert {row["student"]: (row["score"], row["pending"]) for row in csv.DictReader(f)} == {
+            "clear": (f"{FULL:g}", ""), "unclear": (f"{HALF_PTS:g}", ""), "held": (f"{FULL - 3:g}", "3")}
+    text = summary(cfg, build_template(cfg), list(results.values()))
+    assert "PENDING: 3 points of 1 student held back" in text and f"{TIMED_LAB} {cfg.submissions} --retime" in text
+    page = (cfg.out / "feedback" / "held" / TIMED_LAB / f"{TIMED_LAB}.html").read_text()
+    row = page[page.index('href="#test_scale"'):]
+    assert "timing pending:" in row[:row.index("</tr>")]
+
+    again = dataclasses.replace(cfg, retime=True)
+    with counting_gradings() as regraded:
+        after = {r["student"]: r for r in grade_class(again, progress=False)}
+    assert regraded == {"held": 1}  # only the held student, once
+    assert after["held"]["pending"] == held["pending"] and after["held"]["score"] == held["score"]
+    assert after["clear"] == results["clear"]
+
+
 def test_the_hidden_checks_long_message_reaches_the_page_whole(timed):
-    cfg, results = timed
+    cfg, results, _ = timed
     page = (cfg.out / "feedback" / "unclear" / TIMED_LAB / f"{TIMED_LAB}.html").read_text()
     cell = page[page.index('id="test_scale"'):]
     cell = cell[:cell.index("</div></div>")]

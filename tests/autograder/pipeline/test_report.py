@@ -54,8 +54,9 @@ def test_csv_columns_follow_the_lab_and_rows_the_students(tmp_path, monkeypatch)
     except NoGradebook:
         pass
     rows = list(csv.reader(open(out / "grades.csv")))
-    assert rows[0] == ["student", "score", "max_score", "percent", "lab1:test_a", "lab1:test_b", "timing", "problems"]
-    assert rows[1] == ["al", "3", "5", "60.0", "0", "3", "", "x"] and rows[2][0] == "zoe"
+    assert rows[0] == ["student", "score", "max_score", "percent", "lab1:test_a", "lab1:test_b", "timing", "pending",
+                       "problems"]
+    assert rows[1] == ["al", "3", "5", "60.0", "0", "3", "", "", "x"] and rows[2][0] == "zoe"
 
 
 def _csv(tmp_path, monkeypatch, results) -> list[dict]:
@@ -104,7 +105,7 @@ def test_the_summary_names_each_undecided_timing_with_its_student(tmp_path):
                                          undecided={"test_a": ["a"], "test_b": ["b"]})])
     lines = text.splitlines()
     at = next(i for i, line in enumerate(lines) if "without a clear verdict" in line)
-    assert lines[at].startswith("3 timings without a clear verdict (no points taken")
+    assert lines[at].startswith("3 timings without a clear verdict (neither given nor taken")
     assert lines[at + 1:at + 4] == ["  mo: lab1.ipynb test_a: a", "  mo: lab1.ipynb test_b: b",
                                     "  zoe: lab1.ipynb test_b: no clear verdict after 22 paired rounds (median 1.21x)"]
     assert "2 with problems" not in text and "1 with problems" in text  # an undecided timing is not a problem

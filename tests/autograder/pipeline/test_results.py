@@ -144,3 +144,20 @@ def test_a_lab_outside_the_package_is_in_the_version(tmp_path):
     before = grader_version(code, template, (lab,))
     (lab / "mylab.py").write_text("def check_x(f):\n    assert f() == 2\n")
     assert grader_version(code, template, (lab,)) != before
+
+
+def test_hold_pending_holds_only_points_an_unclear_timing_would_award():
+    from autograder.pipeline import results as R
+
+    result = {"student": "s", "scores": {"lab2": {"test_speedup": 4.0, "test_bandwidth": 0.0, "test_bytes": 2.0}},
+              "score": 6.0, "max_score": 10.0, "problems": [],
+              "timing": {"lab2": {"test_speedup": ["no clear verdict"], "test_bandwidth": ["no clear verdict"]}}}
+    held = R.hold_pending(result, "RETIME")
+    assert held["pending"] == {"lab2": {"test_speedup": 4.0}}  # the failed cell's timing decides nothing
+    assert held["scores"]["lab2"] == {"test_speedup": 0.0, "test_bandwidth": 0.0, "test_bytes": 2.0}
+    assert held["score"] == 2.0 and R.pending_column(held) == "4"
+    assert len(held["problems"]) == 1 and "timing pending: 4 points held back" in held["problems"][0]
+    assert "RETIME" in held["problems"][0] and held["problems"][0].startswith("lab2.ipynb test_speedup:")
+    assert result["score"] == 6.0 and "pending" not in result  # the input is left as it was
+    clear = dict(result, timing={})
+    assert R.hold_pending(clear, "RETIME") is clear and R.pending_column(clear) == ""
