@@ -68,3 +68,13 @@ def test_step_fit_recovers_a_known_per_layer_time_and_bandwidth():
     assert fit["max_rel_error"] < 1e-9
     with pytest.raises(ValueError, match="at least 3"):
         measurements.gpu_step_fit({"decode": rows[:2], "copy_bandwidth_GBps": 4000.0})
+
+
+def test_ops_per_layer_counts_the_four_products_and_the_small_operations():
+    from benchmarks.gpu import ops_per_layer
+
+    ops = ops_per_layer.per_layer()
+    assert ops["aten::mm"] == 4  # qkv, the output projection, the MLP's up and down
+    assert ops["aten::index_copy_"] == 2  # the new key and value written into the static cache
+    assert not set(ops) & ops_per_layer.VIEWS
+    assert 30 <= sum(ops.values()) <= 60  # the README's "about 40 kernels" per layer
