@@ -31,8 +31,9 @@ turns a stored timing back into a :class:`speclab.measure.Timing`.
 
 A third source is read, never measured, by chapters 1 and 7 and Lab 2: the **GPU reference**,
 ``benchmarks/gpu/<device>-<date>.json`` written by ``python -m benchmarks.gpu.report`` on a lent
-GPU (its shape: ``benchmarks/gpu/schema.json``). ``gpu_reference()`` returns the newest one, or
-None when none is committed, so a page says so instead of typing a figure.
+GPU (its shape: ``benchmarks/gpu/schema.json``). ``gpu_reference()`` (from ``speclab.gpu_runs``, which
+the labs' student edition ships too) returns the newest one, or None when none is committed, so a page
+says so instead of typing a figure.
 """
 
 from __future__ import annotations
@@ -41,12 +42,12 @@ import datetime as _dt
 import json
 import os
 import platform
-import re
 import tempfile
 from pathlib import Path
 from typing import Callable
 
 from speclab import measure
+from speclab.gpu_runs import GPU_REFERENCE_DIR, describe_gpu_run, gpu_reference, gpu_step_fit  # noqa: F401
 from speclab.measure import Timing
 
 __all__ = ["QUANTITIES", "LIVE_ENV", "REFERENCE_PATH", "live", "reference", "measure_quantity", "timing",
@@ -55,8 +56,7 @@ __all__ = ["QUANTITIES", "LIVE_ENV", "REFERENCE_PATH", "live", "reference", "mea
 
 LIVE_ENV = "SPECLAB_LIVE_MEASUREMENTS"
 REFERENCE_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "cpu" / "reference.json"
-GPU_REFERENCE_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
-_GPU_FILE = re.compile(r"^(?P<device>[a-z0-9-]+)-(?P<date>\d{4}-\d{2}-\d{2})\.json$")
+
 CONTEXT = 128  # cached tokens before every timed pass (chapters 1, 7, 9)
 PASS_SIZES = tuple(range(1, 10))  # m = k + 1 positions, k = 0..8
 ROW_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -323,46 +323,4 @@ def describe_run(run: dict) -> str:
     when = run.get("measured_at", "")[:10]
     device = run.get("machine", {}).get("device", "unknown device")
     return f"{device}, {when}" + (f", load {load[0]:.2f}" if load else "")
-
-
-def gpu_reference(directory: Path | str | None = None) -> dict | None:
-    """The newest committed GPU report (``benchmarks/gpu/<device>-<date>.json``, by its date), with
-    its file name under ``"file"``; None when the folder holds none. A partial report (a run cut
-    off by its time limit, ``*.partial.json``) is never read: its name does not match."""
-    folder = Path(directory) if directory else GPU_REFERENCE_DIR
-    found = sorted((m["date"], path) for path in folder.glob("*.json") if (m := _GPU_FILE.match(path.name)))
-    if not found:
-        return None
-    path = found[-1][1]
-    report = json.loads(path.read_text())
-    if report.get("partial"):
-        raise ValueError(f"{path} is a partial report (a run cut off by its time limit); rerun it whole")
-    return dict(report, file=path.name)
-
-
-def describe_gpu_run(report: dict) -> str:
-    """One line naming a GPU report: device, date and software, e.g. for a table's header."""
-    return f"{report['device']}, {report['date'][:10]} (torch {report['torch']}, CUDA {report['cuda']})"
-
-
-def gpu_step_fit(report: dict) -> dict:
-    """Fit each graphed decode step of a GPU report as ``layers * per_layer + bytes / bandwidth``
-    (least squares over the report's model sizes). Returns the per-layer time (s), the effective
-    bandwidth (bytes/s), its fraction of the measured copy bandwidth, and the largest relative
-    error of the fit over the rows, so that a page can say whether the two terms explain the data."""
-    import numpy as np
-
-    rows = report["decode"]
-    if len(rows) < 3:
-        raise ValueError(f"the fit needs at least 3 model sizes, the report has {len(rows)}")
-    design = np.array([[r["config"]["n_layer"], r["step_bytes"]] for r in rows], dtype=float)
-    times = np.array([r["graphs_ms"] * 1e-3 for r in rows])
-    (per_layer, per_byte), *_ = np.linalg.lstsq(design, times, rcond=None)
-    if per_layer <= 0 or per_byte <= 0:
-        raise ValueError("the decode rows do not fit a positive per-layer time and bandwidth")
-    fitted = design @ np.array([per_layer, per_byte])
-    bandwidth = 1.0 / per_byte
-    return {"per_layer_s": float(per_layer), "bandwidth_Bps": float(bandwidth),
-            "fraction_of_copy": float(bandwidth / (report["copy_bandwidth_GBps"] * 1e9)),
-            "max_rel_error": float(np.max(np.abs(fitted - times) / times))}
 

@@ -11,10 +11,10 @@ import math
 import pytest
 
 from benchmarks.gpu import report as G
-from speclab import measurements, theory
+from speclab import gpu_runs, measurements, theory
 
 COMMITTED = sorted(p for p in measurements.GPU_REFERENCE_DIR.glob("*.json")
-                   if measurements._GPU_FILE.match(p.name))
+                   if gpu_runs._GPU_FILE.match(p.name))
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[p.name for p in COMMITTED])
