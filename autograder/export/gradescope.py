@@ -249,6 +249,19 @@ def results_json(result: dict, layout: dict, names: dict, verdicts: dict, visibi
                            "timing": result.get("timing", {})}}
 
 
+NOT_GRADED = ("The grader could not start safely; your instructor has been told. "
+              "Your submission is kept and will be graded again.")
+
+
+def not_graded(problem: str, seconds: float) -> dict:
+    """results.json when nothing could be graded safely: a visible note to the student, the reason in extra_data."""
+    return {"score": 0.0, "execution_time": round(seconds), "visibility": "visible", "stdout_visibility": "hidden",
+            "output_format": "md", "output": NOT_GRADED,
+            "tests": [{"name": SUBMISSION_CHECK, "score": 0.0, "max_score": 0.0, "status": "failed",
+                       "output": NOT_GRADED, "visibility": "visible"}],
+            "extra_data": {"not_graded": problem}}
+
+
 def run(root: Path) -> dict:
     """Grade /autograder/submission with the local pipeline; write results/results.json."""
     t0 = time.perf_counter()
@@ -257,22 +270,27 @@ def run(root: Path) -> dict:
     out_file = root / "results" / "results.json"
     out_file.parent.mkdir(parents=True, exist_ok=True)
     problem = too_small(settings)
-    if problem is not None:  # fail closed, before a memory kill leaves no results at all
+    if problem is None:
+        from autograder.pipeline.grade import sandbox_mode
+
+        cfg = _config(root, lab)
+        cfg.out.mkdir(parents=True, exist_ok=True)
+        try:  # the strongest sandbox this container allows; none: grade nothing
+            mode = sandbox_mode(cfg)
+        except SystemExit as err:
+            problem = f"no sandbox can start in this container: {err}"
+    if problem is not None:  # fail closed, and say so, before a kill could leave no results at all
         print(f"speclab autograder: NOT GRADED: {problem}")
-        data = {"score": 0.0, "execution_time": round(time.perf_counter() - t0), "visibility": "visible",
-                "stdout_visibility": "hidden", "output_format": "md",
-                "output": "The grader could not start safely on this machine; your instructor has been told. "
-                          "Your submission is kept and will be graded again.",
-                "tests": [], "extra_data": {"not_graded": problem}}
+        data = not_graded(problem, time.perf_counter() - t0)
         out_file.write_text(json.dumps(data, indent=1))
         return data
+    print(f"speclab autograder: sandbox: {mode}")
+    os.umask(0o077)  # what the grader writes from here on is private to it (uid mode's students read nothing)
     try:
         from autograder.pipeline.feedback import cell_verdicts, describe_cells
         from autograder.pipeline import build_template, grade_student
         from autograder.pipeline.results import hold_pending
 
-        cfg = _config(root, lab)
-        cfg.out.mkdir(parents=True, exist_ok=True)
         layout = build_template(cfg)
         folder = cfg.submissions / STUDENT
         notes = _gather(root / "submission", folder)
@@ -289,6 +307,7 @@ def run(root: Path) -> dict:
             except (OSError, ValueError):
                 verdicts[nb_name] = {}
         data = results_json(result, layout, names, verdicts, visibility, notes, time.perf_counter() - t0)
+        data["extra_data"]["sandbox_mode"] = mode
     except Exception as err:  # noqa: BLE001 - Gradescope must always get a results file
         traceback.print_exc()
         data = {"score": 0.0, "execution_time": round(time.perf_counter() - t0), "visibility": visibility,

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import os
 import threading
 import time
@@ -23,7 +24,8 @@ from tqdm import tqdm
 
 from autograder.checks import DEFER_ENV, LAB_CHECKS_ENV, defer_value, hidden, timing
 from autograder.inside.timeouts import lab_timeout
-from autograder.sandbox import VERDICT_SLOTS, StudentBox, course_mounts, no_links, require, scratch_path, slot_uids
+from autograder.sandbox import (VERDICT_SLOTS, StudentBox, course_mounts, lock_down, no_links, python_paths, require,
+                                scratch_path, slot_uids)
 from autograder.sandbox import SandboxUnavailable
 
 from . import judge, nbgrader, results
@@ -154,7 +156,7 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
         "scores": scores, "score": round(sum(sum(c.values()) for c in scores.values()), 6),
         "max_score": sum(sum(c.values()) for c in layout.values()), "problems": problems,
         "seconds": round(time.perf_counter() - t0, 1), "grader_version": version,
-        "sandbox": not cfg.unsafe, "timing": undecided,
+        "sandbox": not cfg.unsafe, "sandbox_mode": box.caps.mode if not cfg.unsafe else "none", "timing": undecided,
     }
     results.publish(out, lab, root, student, result, verdict_scratch)  # nothing of the student runs any more
     return result
@@ -174,11 +176,34 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
         unknown = set(cfg.only) - set(students)
         if unknown:
             raise SystemExit(f"no submission for {sorted(unknown)}")
-    if not cfg.unsafe:
-        try:
-            require()
-        except SandboxUnavailable as err:
-            raise SystemExit(str(err)) from None
+    mode = sandbox_mode(cfg)
+    if progress:
+        print(f"sandbox: {mode}", file=sys.stderr)
+    umask = os.umask(0o077) if mode.startswith("uid mode") else None  # what the grader writes: private
+    try:
+        return _grade_class(cfg, students, progress)
+    finally:
+        if umask is not None:
+            os.umask(umask)
+
+
+def sandbox_mode(cfg: Config) -> str:
+    """The sandbox mode students' code will run in, in words (SystemExit when there is none); in uid mode
+    the grading output, the course's secret parts and the submissions are locked down first."""
+    if cfg.unsafe:
+        return "none (--unsafe): students' code runs with the grader's rights"
+    try:
+        caps = require()
+    except SandboxUnavailable as err:
+        raise SystemExit(str(err)) from None
+    if caps.mode == "uid":
+        box, verdict_box = student_boxes(cfg, 0)
+        lock_down(cfg.out, cfg.course_root, cfg.submissions,
+                  [*box.mounts, *python_paths(), cfg.out / "work" / ".verdict", cfg.out / "timing.lock"])
+    return caps.describe()
+
+
+def _grade_class(cfg: Config, students: dict, progress: bool) -> list[dict]:
     layout = nbgrader.build_template(cfg, progress)
     version = results.grader_version(cfg.code_root, cfg.out / "template", cfg.lab_checks)
     todo = []

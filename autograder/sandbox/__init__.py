@@ -3,4 +3,5 @@ policy (`policy.py`: what a student's sandbox sees, which uid it runs as, its en
 from .bwrap import (INSTALL_HINT, Capabilities, Limits, Result, SandboxUnavailable, Session, bwrap_path,  # noqa: F401
                     capabilities, give_to, minimal_env, mount_args, processes_of, python_paths, reap_uid, require,
                     run, sandbox_argv, student_uid)
-from .policy import VERDICT_SLOTS, StudentBox, course_mounts, no_links, scratch_path, slot_uids  # noqa: F401
+from .policy import (VERDICT_SLOTS, StudentBox, course_mounts, lock_down, no_links, scratch_path,  # noqa: F401
+                     slot_uids)

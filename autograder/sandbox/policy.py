@@ -93,6 +93,49 @@ class StudentBox:
                        self.caps, unsafe=self.unsafe, shared=list(self.shared))
 
 
+# What of a course no student's uid may read in uid mode (bubblewrap mode never mounts them)
+SECRET_PARTS = ("solutions", ".git", "autograder/audit", "autograder/authoring")
+
+
+def lock_down(out: Path, course_root: Path, submissions: Path, reachable: list[Path]) -> list[Path]:
+    """uid mode (no mount namespace: students' uids see the machine's files as its permissions say):
+    make what the grader keeps from students private to root, and what their sandboxes need reachable.
+
+    - the course's secret parts (`SECRET_PARTS`), the class's submissions and everything already in the
+      grading output except `work/` (the scratch folders) and the timing lock: owner only;
+    - `out/work` and `out/work/.verdict`: traversable, not listable (0711); each scratch folder is given
+      to its student's uid, owner only (`give_to`);
+    - every folder above a `reachable` path (the Python environment, the course's code, the scratch
+      folders): traversable by others (o+x added, nothing removed).
+    The caller sets the umask to 077 while it grades, so what it writes later is private too.
+    Returns the folders whose mode changed."""
+    changed: list[Path] = []
+
+    def chmod(path: Path, mode: int) -> None:
+        if path.exists() and not path.is_symlink() and (path.stat().st_mode & 0o7777) != mode:
+            os.chmod(path, mode)
+            changed.append(path)
+
+    for rel in SECRET_PARTS:
+        chmod(Path(course_root) / rel, 0o700)
+    chmod(Path(submissions), 0o700)
+    out = Path(out)
+    (out / "work" / ".verdict").mkdir(parents=True, exist_ok=True)
+    (out / "work" / ".logs").mkdir(parents=True, exist_ok=True)
+    for child in out.iterdir():
+        if child.name not in ("work", "timing.lock"):
+            chmod(child, 0o700 if child.is_dir() else 0o600)
+    for d in (out / "work", out / "work" / ".verdict"):
+        chmod(d, 0o711)
+    chmod(out / "work" / ".logs", 0o700)
+    for path in [*reachable, out / "work" / ".verdict"]:
+        for a in Path(os.path.abspath(path)).parents:
+            if a != Path("/") and a.is_dir() and not a.stat().st_mode & 0o001:
+                os.chmod(a, a.stat().st_mode | 0o001)
+                changed.append(a)
+    return changed
+
+
 def scratch_path(root: Path, *parts: str) -> Path:
     """root/parts, safe for the grader to create or write once the student's sandbox is gone:
     any component the student turned into a symbolic link (to the course, another student's

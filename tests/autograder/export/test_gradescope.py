@@ -223,7 +223,8 @@ def test_a_container_below_the_memory_grading_needs_writes_a_clear_result_and_gr
     (root / "source" / "gradescope.json").write_text(json.dumps({"lab": LAB, "visibility": "after_published",
                                                                  "needs_mb": gradescope.NEEDS_MB}))
     data = gradescope.run(root)
-    assert data["tests"] == [] and data["visibility"] == "visible"
+    assert [t["name"] for t in data["tests"]] == [SUBMISSION_CHECK] and data["visibility"] == "visible"
+    assert data["tests"][0]["visibility"] == "visible" and data["tests"][0]["max_score"] == 0
     assert "could not start safely" in data["output"] and "instructor has been told" in data["output"]
     assert json.loads((root / "results" / "results.json").read_text()) == data
     out = capsys.readouterr().out

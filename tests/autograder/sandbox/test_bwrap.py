@@ -4,6 +4,11 @@ Each test starts a real bubblewrap sandbox around a short Python program written
 hostile student would, and checks from outside what the program could and could not do.
 On a machine without the sandbox these tests fail (except the fail-closed ones): a
 course that grades needs it, and `make setup` installs it.
+
+Every property is checked twice: with the bwrap `make setup` installs, and with one that has
+Ubuntu 22.04's options (0.6.1, what Gradescope's image gets from apt: no --size, so /tmp is a
+folder on disk whose files are capped one by one; tests/emulate/bwrap_0_6_1.sh). uid mode, for
+containers where no bwrap can start, is tested in test_uid_mode.py.
 """
 from __future__ import annotations
 
@@ -62,9 +67,23 @@ class Box:
         return sandbox.processes_of(self.uid) if sandbox.capabilities().root else []
 
 
+@pytest.fixture(params=["current", "ubuntu-22.04"])
+def bwrap_release(request, monkeypatch, tmp_path):
+    """Which bubblewrap the sandbox is started with."""
+    monkeypatch.setenv(sandbox.MODE_ENV, "bubblewrap")
+    if request.param == "ubuntu-22.04":
+        from emulate.gradescope import old_bwrap
+
+        monkeypatch.setenv(sandbox.BWRAP_ENV, str(old_bwrap(tmp_path / "bwrap-0.6.1")))
+    sandbox.capabilities.cache_clear()
+    yield request.param
+    sandbox.capabilities.cache_clear()
+
+
 @pytest.fixture
-def box(tmp_path, course):
+def box(tmp_path, course, bwrap_release):
     assert sandbox.capabilities().ok, sandbox.capabilities().missing
+    assert sandbox.capabilities().sized_tmpfs == (bwrap_release == "current")
     b = Box(tmp_path, course, 1)
     yield b
     assert b.alive() == [], "a process of the student outlived its sandbox"
@@ -249,10 +268,12 @@ def test_tmpfs_is_private_and_capped(box, tmp_path, course):
             print("FILLED")
         except OSError as err:
             print("full", err.strerror)
-    """, limits=Limits(memory_mb=1024, file_mb=500, processes=64, tmp_mb=16))
+    """, limits=Limits(memory_mb=1024, file_mb=500 if sandbox.capabilities().sized_tmpfs else 16, processes=64,
+                       tmp_mb=16))
     assert res.returncode == 0, res.log
     assert not Path(f"/tmp/{marker}").exists()
-    assert "FILLED" not in res.log and "full" in res.log
+    # a sized tmpfs is full at 16 MB; an old bwrap's /tmp on disk stops the file at the 16 MB file cap
+    assert "FILLED" not in res.log and ("full" if sandbox.capabilities().sized_tmpfs else "File too large") in res.log
     again = Box(tmp_path, course, 3).run(f"import os\nprint(os.path.exists('/tmp/{marker}'))")
     assert "False" in again.log
 
@@ -288,6 +309,7 @@ def test_timeout_kills_the_whole_sandbox(box):
 
 
 def test_missing_bubblewrap_fails_closed(monkeypatch):
+    monkeypatch.setenv(sandbox.MODE_ENV, "bubblewrap")  # as root, the default would fall back to uid mode
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
     sandbox.capabilities.cache_clear()
     try:
@@ -304,11 +326,37 @@ def test_unusable_bubblewrap_fails_closed(monkeypatch, tmp_path):
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
+    monkeypatch.setenv(sandbox.MODE_ENV, "bubblewrap")
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: str(fake))
     sandbox.capabilities.cache_clear()
     try:
         with pytest.raises(sandbox.SandboxUnavailable) as err:
             sandbox.require()
         assert "No permissions to create new namespace" in str(err.value)
+    finally:
+        sandbox.capabilities.cache_clear()
+
+
+def test_no_mode_at_all_fails_closed_naming_both(monkeypatch):
+    """No bwrap and not root: neither mode can start, and the message says why for each."""
+    monkeypatch.delenv(sandbox.MODE_ENV, raising=False)
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    sandbox.capabilities.cache_clear()
+    try:
+        with pytest.raises(sandbox.SandboxUnavailable) as err:
+            sandbox.require()
+        assert "bubblewrap (bwrap) is not installed" in str(err.value)
+        assert "uid mode needs the grader to run as root" in str(err.value)
+    finally:
+        sandbox.capabilities.cache_clear()
+
+
+def test_an_unknown_mode_is_refused(monkeypatch):
+    monkeypatch.setenv(sandbox.MODE_ENV, "chroot")
+    sandbox.capabilities.cache_clear()
+    try:
+        with pytest.raises(sandbox.SandboxUnavailable, match="the modes are bubblewrap, uid"):
+            sandbox.require()
     finally:
         sandbox.capabilities.cache_clear()
