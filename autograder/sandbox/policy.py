@@ -103,7 +103,8 @@ def lock_down(out: Path, course_root: Path, submissions: Path, reachable: list[P
 
     - the course's secret parts (`SECRET_PARTS`), the class's submissions and everything already in the
       grading output except `work/` (the scratch folders) and the timing lock: owner only;
-    - `out/work` and `out/work/.verdict`: traversable, not listable (0711); each scratch folder is given
+    - the grading output itself, `out/work` and `out/work/.verdict`: traversable, not listable (0711); each
+      scratch folder is given
       to its student's uid, owner only (`give_to`);
     - every folder above a `reachable` path (the Python environment, the course's code, the scratch
       folders): traversable by others (o+x added, nothing removed).
@@ -125,7 +126,7 @@ def lock_down(out: Path, course_root: Path, submissions: Path, reachable: list[P
     for child in out.iterdir():
         if child.name not in ("work", "timing.lock"):
             chmod(child, 0o700 if child.is_dir() else 0o600)
-    for d in (out / "work", out / "work" / ".verdict"):
+    for d in (out, out / "work", out / "work" / ".verdict"):
         chmod(d, 0o711)
     chmod(out / "work" / ".logs", 0o700)
     for path in [*reachable, out / "work" / ".verdict"]:

@@ -52,7 +52,8 @@ def docker_default(cmd: list[str], folder: Path) -> list[str]:
     if not exe.exists():
         subprocess.run([cc, "-O2", "-o", str(exe), str(HERE / "docker_seccomp.c")], check=True)
     caps = ",".join(["-all", *(f"+{c}" for c in DOCKER_CAPS)])
-    return ["setpriv", f"--bounding-set={caps}", f"--inh-caps=-all", "--", str(exe), *cmd]
+    # the filter first (installing one needs CAP_SYS_ADMIN, which Docker's set then drops), as Docker's runtime does
+    return [str(exe), "setpriv", f"--bounding-set={caps}", "--inh-caps=-all", "--", *cmd]
 
 
 def _cgroup_parent() -> tuple[Path, str] | None:

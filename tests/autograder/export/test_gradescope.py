@@ -1,13 +1,22 @@
-"""The Gradescope autograder of Lab 1, run in a local copy of Gradescope's directory tree.
+"""The Gradescope autograder of Lab 1, run in a local copy of Gradescope's directory tree, confined
+as Gradescope's container is.
 
 `make gradescope LAB=lab1`'s zip is unpacked into ROOT/source, `run_autograder` is copied to
 ROOT/run_autograder, and `setup.sh` runs with SPECLAB_PYTHON set (its offline branch: nothing
 is installed, this interpreter is used), ROOT standing in for /autograder through
 SPECLAB_GRADESCOPE_ROOT. Then each submission is put in ROOT/submission and `run_autograder`
-runs in ROOT, as Gradescope does: the reference solution, an empty submission and a broken one
-(part 1 solved, part 2 a syntax error, the rest left as released). Each results.json must follow
-Gradescope's format and give, test by test, the points the local pipeline gives the same
-notebook. `pytest -s` prints the three results.json.
+runs in ROOT, as Gradescope does: the reference solution, an empty submission, a broken one
+(part 1 solved, part 2 a syntax error, the rest left as released) and a hostile one (the
+reference, plus code that tries to forge results.json, read the reference solutions and change
+the hidden checks).
+
+Every step runs under Docker's default confinement as emulated by tests/emulate/gradescope.py
+(the seccomp rules that refuse namespaces, Docker's 14 capabilities), with Ubuntu 22.04's
+bubblewrap (0.6.1's options) as the bwrap on hand and, where this machine's cgroups allow, in a
+memory cgroup at the limit the zip's README states (NEEDS_MB): no bubblewrap can start there,
+so students run in uid mode. Each results.json must follow Gradescope's format and give, test by
+test, the points the local pipeline (bubblewrap) gives the same notebook. `pytest -s` prints the
+results.json files and the peak memory.
 """
 from __future__ import annotations
 
@@ -24,9 +33,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.export.gradescope import SUBMISSION_CHECK, VISIBILITIES, build_zip
+from autograder.export.gradescope import NEEDS_MB, SUBMISSION_CHECK, VISIBILITIES, build_zip
 from autograder.audit.mutants import make_submission
 from autograder.pipeline import Config, grade_class
+from emulate import gradescope as emulate
 from load import scaled
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,7 +47,37 @@ LAB_ORDER = [c["metadata"]["nbgrader"]["grade_id"]
              if c["metadata"].get("nbgrader", {}).get("grade") and not c["metadata"]["nbgrader"].get("solution")]
 
 
-def _submissions(tmp: Path) -> dict[str, Path]:
+LEAK = Path("/tmp") / f"speclab-hostile-{os.getpid()}.txt"  # uid mode shares /tmp: the hostile code reports here
+
+
+def _hostile(root: Path) -> str:
+    """Code a hostile student puts before the reference in part 1's cell: it tries what uid mode must stop
+    and writes what it managed to a file the test reads (uid mode has no private /tmp)."""
+    return f"""
+import os as _os
+_tries = {{
+    "forge results.json": lambda: open({str(root / "results" / "results.json")!r}, "w").write('{{"score": 1000.0}}'),
+    "read the solutions": lambda: open({str(root / "source" / "course" / "solutions" / LAB / f"{LAB}.md")!r}).read(),
+    "change the checks": lambda: open({str(root / "source" / "course" / "autograder" / "checks" / f"{LAB}.py")!r},
+                                      "a").write("\\nFORGED = True\\n"),
+    "list the grading output": lambda: _os.listdir({str(root / "work" / "grading")!r}),
+    "read the gradebook template": lambda: open({str(root / "work" / "grading" / "template" / "gradebook.db")!r},
+                                                "rb").read(10),
+}}
+for _what, _do in _tries.items():
+    try:
+        _got = _do()
+        _line = f"DONE {{_what}}: {{str(_got)[:200]!r}}"
+    except Exception as _err:
+        _line = f"refused {{_what}}: {{type(_err).__name__}}"
+    try:
+        open({str(LEAK)!r}, "a").write(_line + "\\n")
+    except OSError:
+        pass
+"""
+
+
+def _submissions(tmp: Path, root: Path) -> dict[str, Path]:
     """student -> folder holding what that student uploads."""
     release = nbformat.read(ROOT / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
     ref = make_submission(LAB, release)
@@ -49,7 +89,11 @@ def _submissions(tmp: Path) -> dict[str, Path]:
         elif gid.startswith("impl_part") and gid != "impl_part1":
             cell.source = next(c.source for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid)
     folders = {}
-    for student, nb in (("reference", ref), ("empty", None), ("broken", broken)):
+    hostile = nbformat.reads(nbformat.writes(ref), as_version=4)
+    for cell in hostile.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "impl_part1":
+            cell.source = _hostile(root) + "\n\n" + cell.source
+    for student, nb in (("reference", ref), ("empty", None), ("broken", broken), ("hostile", hostile)):
         d = tmp / "uploads" / student
         d.mkdir(parents=True)
         if nb is not None:
@@ -72,33 +116,59 @@ def harness(tmp_path_factory):
             os.chmod(root / "source" / name, 0o755)
     shutil.copyfile(root / "source" / "run_autograder", root / "run_autograder")
     os.chmod(root / "run_autograder", 0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
-    env.update(SPECLAB_GRADESCOPE_ROOT=str(root), SPECLAB_PYTHON=sys.executable)
-    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root / "source", env=env,
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPECLAB_SANDBOX")}
+    tools = tmp / "emulation"
+    env.update(SPECLAB_GRADESCOPE_ROOT=str(root), SPECLAB_PYTHON=sys.executable,
+               SPECLAB_BWRAP=str(emulate.old_bwrap(tools / "bwrap-0.6.1")), SPECLAB_CGROUP_ROOT=str(tmp / "cgroup"))
+    confined = lambda cmd: emulate.docker_default(cmd, tools)  # noqa: E731
+    setup = subprocess.run(confined(["bash", str(root / "source" / "setup.sh")]), cwd=root / "source", env=env,
                            capture_output=True, text=True, timeout=scaled(900))
     assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
-    uploads = _submissions(tmp)
-    results = {}
+    uploads = _submissions(tmp, root)
+    before = _snapshot(root / "source")
+    results, runs = {}, {}
+    LEAK.unlink(missing_ok=True)
     for student, folder in uploads.items():
         shutil.rmtree(root / "submission", ignore_errors=True)
         shutil.rmtree(root / "results", ignore_errors=True)
         shutil.copytree(folder, root / "submission")
         (root / "results").mkdir()
-        proc = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True,
-                              timeout=scaled(1800))
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        limit = emulate.memory_limit(NEEDS_MB, tmp / "cgroup") if emulate.can_limit_memory() else None
+        with limit or _no_limit() as group:
+            proc = subprocess.run(confined([str(root / "run_autograder")]), cwd=root, env=env, capture_output=True,
+                                  text=True, timeout=scaled(1800), preexec_fn=group.enter if group else None)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         results[student] = json.loads((root / "results" / "results.json").read_text())
-        print(f"\n===== results.json of the {student} submission\n" + json.dumps(results[student], indent=1))
+        runs[student] = {"stdout": proc.stdout, "peak_mb": group.peak_mb if group else None,
+                         "oom_kills": group.oom_kills if group else None}
+        print(f"\n===== results.json of the {student} submission (peak memory {runs[student]['peak_mb']} MB of "
+              f"{NEEDS_MB if group else 'no limit'})\n" + json.dumps(results[student], indent=1))
+    runs["leak"] = LEAK.read_text() if LEAK.exists() else None
+    runs["source_changed"] = [str(p) for p, v in _snapshot(root / "source").items() if before.get(p) != v] + \
+        [str(p) for p in before if not p.exists()]
+    LEAK.unlink(missing_ok=True)
     local_subs = tmp / "local-submissions"
     for student, folder in uploads.items():
         shutil.copytree(folder, local_subs / student)
     local = {r["student"]: r for r in grade_class(Config(LAB, local_subs, tmp / "local", ROOT, workers=2),
                                                   progress=False)}
-    return archive, results, local, tmp / "local"
+    return archive, results, local, tmp / "local", runs
+
+
+def _snapshot(folder: Path) -> dict:
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+class _no_limit:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
 
 
 def test_zip_has_gradescopes_layout(harness):
-    archive, _, _, _ = harness
+    archive, *_ = harness
     with zipfile.ZipFile(archive) as zf:
         infos = {i.filename: i for i in zf.infolist()}
     for script in ("setup.sh", "run_autograder"):
@@ -121,7 +191,7 @@ def test_a_zip_leaves_out_other_labs_checks():
 
 
 def test_results_follow_gradescopes_format(harness):
-    _, results, local, _ = harness
+    _, results, local, *_ = harness
     for student, data in results.items():
         assert isinstance(data["score"], float) and data["visibility"] in VISIBILITIES, student
         assert data["tests"], student
@@ -138,8 +208,8 @@ def test_results_follow_gradescopes_format(harness):
 
 
 def test_results_equal_the_local_grades(harness):
-    _, results, local, _ = harness
-    assert local["reference"]["score"] == 20 and local["empty"]["score"] == 0
+    _, results, local, *_ = harness
+    assert local["reference"]["score"] == 20 and local["empty"]["score"] == 0 and local["hostile"]["score"] == 20
     assert 0 < local["broken"]["score"] < 20
     for student, data in results.items():
         want = local[student]["scores"][LAB]
@@ -150,7 +220,7 @@ def test_results_equal_the_local_grades(harness):
 
 
 def test_students_read_why_but_not_the_hidden_tests(harness):
-    _, results, _, _ = harness
+    _, results, *_ = harness
     broken = {t["name"].rsplit("[", 1)[1].rstrip("]"): t for t in results["broken"]["tests"][1:]}
     failed = [t for t in broken.values() if t["score"] < t["max_score"]]
     assert failed and all(t["output"].startswith("**Failed.**") for t in failed)
@@ -171,12 +241,12 @@ def test_local_csv_in_lab_order_and_a_rerun_is_cheap_and_quiet(harness):
     import time
     import warnings
 
-    _, _, local, out = harness
+    _, _, local, out, _ = harness
     with open(out / "grades.csv") as f:
         header = next(csv.reader(f))
     assert header[4:-3] == [f"{LAB}:{g}" for g in LAB_ORDER] and header[-3:] == ["timing", "pending", "problems"]
     pages = {p: p.stat().st_mtime_ns for p in (out / "feedback").rglob("*.html")}
-    assert len(pages) == 3
+    assert len(pages) == 4
     db = (out / "gradebook.db").stat().st_mtime_ns
     cfg = Config(LAB, out.parent / "local-submissions", out, ROOT, workers=2)
     t0 = time.perf_counter()
@@ -190,6 +260,58 @@ def test_local_csv_in_lab_order_and_a_rerun_is_cheap_and_quiet(harness):
         grade_class(cfg, progress=False)
     assert not [w for w in caught if "sqlalchemy" in w.category.__module__.lower()], [str(w.message) for w in caught]
     assert (out / "gradebook.db").stat().st_mtime_ns != db  # the forced merge did write it
+
+
+def test_gradescope_s_default_confinement_grades_in_uid_mode_within_the_stated_memory(harness):
+    """No bubblewrap starts under Docker's default seccomp rules, whatever its release: every submission
+    was graded in uid mode, the instructor's output and extra_data say so, and (where this machine can
+    cap a cgroup's memory) no run went over NEEDS_MB or had a process killed for memory."""
+    _, results, _, _, runs = harness
+    for student, data in results.items():
+        assert data["extra_data"]["sandbox_mode"].startswith("uid mode"), student
+        assert "sandbox: uid mode" in runs[student]["stdout"], student
+    if not emulate.can_limit_memory():
+        pytest.skip("no writable memory cgroup on this machine: the memory limit was not applied")
+    for student in results:
+        assert runs[student]["oom_kills"] == 0 and runs[student]["peak_mb"] <= NEEDS_MB, (student, runs[student])
+    assert results["reference"]["score"] == 20
+
+
+def test_a_hostile_submission_cannot_forge_read_or_change_the_grader(harness):
+    """The hostile notebook ran (its report exists) and every attempt was refused: results.json is the
+    grader's, the reference solutions and the grading output stayed unreadable, the source tree unchanged."""
+    _, results, _, _, runs = harness
+    report = runs["leak"]
+    assert report is not None, "the hostile code did not run"
+    assert "DONE" not in report, report
+    for what in ("forge results.json", "read the solutions", "change the checks", "list the grading output",
+                 "read the gradebook template"):
+        assert f"refused {what}" in report, what
+    assert runs["source_changed"] == []
+    assert results["hostile"]["score"] == 20.0 and len(results["hostile"]["tests"]) == len(LAB_ORDER) + 1
+
+
+def test_no_sandbox_at_all_fails_closed_with_the_student_s_message(tmp_path, monkeypatch, capsys):
+    """Neither bubblewrap nor uid mode (a grader without root): nothing is graded, the student reads that
+    the grader could not start safely, the instructor's output says why."""
+    from autograder.export import gradescope
+    from autograder.sandbox import bwrap
+
+    monkeypatch.setenv(bwrap.MODE_ENV, "uid")
+    monkeypatch.setattr(bwrap.os, "geteuid", lambda: 1000)
+    bwrap.capabilities.cache_clear()
+    root = tmp_path / "autograder"
+    (root / "source" / "course").mkdir(parents=True)
+    (root / "source" / "gradescope.json").write_text(json.dumps({"lab": LAB, "visibility": "hidden"}))
+    try:
+        data = gradescope.run(root)
+    finally:
+        bwrap.capabilities.cache_clear()
+    assert data["output"] == gradescope.NOT_GRADED and data["visibility"] == "visible"
+    assert data["tests"][0]["name"] == SUBMISSION_CHECK and data["tests"][0]["visibility"] == "visible"
+    assert "uid mode needs the grader to run as root" in data["extra_data"]["not_graded"]
+    out = capsys.readouterr().out
+    assert "NOT GRADED" in out and "uid mode needs the grader to run as root" in out
 
 
 @pytest.mark.parametrize(("files", "want"), [
