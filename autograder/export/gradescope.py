@@ -35,10 +35,14 @@ PYTHON_ENV = "SPECLAB_PYTHON"  # offline set-up: an interpreter that already has
 STUDENT = "submission"  # the student id inside the container (Gradescope knows who it is)
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 # What grading one submission needs on Gradescope (its Advanced Settings; the defaults, 384 MB and 10 min, are
-# too small): peak memory measured 1.05 GB (Lab 1) and 1.09 GB (Lab 2), so 1.5 GB; time: Lab 2's notebook
-# limit (600 s) plus the clean re-check and the set-up, so 20 min. `run` checks the memory limit it is given.
+# too small): peak memory measured 1.05 GB (Lab 1) and 1.09 GB (Lab 2), so 1.5 GB; time: the pipeline's own
+# worst case (`worst_case_s`: nbgrader's run, then the clean re-check, each at the notebook limit) plus the
+# start and a margin to write results.json, so 25 min; a whole CPU, or the timed checks are held pending.
+# `run` checks the memory and CPU limits it is given; `run_autograder` stops the grader before the timeout.
 NEEDS_MB = 1536
-NEEDS_TIMEOUT_MIN = 20
+NEEDS_TIMEOUT_MIN = 25
+NEEDS_CPUS = 1.0
+STOP_BEFORE_S = 60  # run_autograder stops the grader this long before Gradescope's timeout, to write results.json
 CGROUP_ENV = "SPECLAB_CGROUP_ROOT"  # where the container's cgroup files are (tests point it at a fake tree)
 
 SETUP_SH = r"""#!/usr/bin/env bash
@@ -68,11 +72,44 @@ PYTHONPATH="$SRC/course" "$PY" -m autograder.export.gradescope prepare --root "$
 RUN_AUTOGRADER = r"""#!/usr/bin/env bash
 # Gradescope runs this for every submission, in /autograder: the student's files are in
 # /autograder/submission, the grade goes to /autograder/results/results.json.
+# The grader is stopped @LIMIT_S@ s after it starts (@STOP_BEFORE_S@ s before the timeout the zip asks for);
+# if it ended without writing results.json (stopped, or killed for memory), a results.json says so.
 set -uo pipefail
 ROOT="${SPECLAB_GRADESCOPE_ROOT:-/autograder}"
 PY="$(cat "$ROOT/source/python-path")"
-PYTHONPATH="$ROOT/source/course" exec "$PY" -m autograder.export.gradescope run --root "$ROOT"
+PYTHONPATH="$ROOT/source/course" timeout --signal=TERM --kill-after=15 @LIMIT_S@ \
+  "$PY" -m autograder.export.gradescope run --root "$ROOT"
+rc=$?
+if [ ! -s "$ROOT/results/results.json" ]; then
+  case "$rc" in
+    124|143) why="it was stopped at its time limit (@LIMIT_S@ s)" ;;
+    137) why="it was killed (exit 137: out of memory, or its time limit)" ;;
+    *) why="it ended with exit status $rc" ;;
+  esac
+  echo "speclab autograder: NOT GRADED: the grader wrote no results.json: $why. Check Advanced Settings (memory @NEEDS_MB@ MB, timeout @NEEDS_TIMEOUT_MIN@ min) and regrade."
+  mkdir -p "$ROOT/results"
+  msg="The grader could not finish; your instructor has been told. Your submission is kept and will be graded again."
+  printf '{"score": 0.0, "visibility": "visible", "stdout_visibility": "hidden", "output_format": "md", "output": "%s", "tests": [{"name": "@CHECK@", "score": 0.0, "max_score": 0.0, "status": "failed", "output": "%s", "visibility": "visible"}], "extra_data": {"not_graded": "the grader wrote no results.json: %s"}}\n' "$msg" "$msg" "$why" > "$ROOT/results/results.json"
+fi
+exit 0
 """
+
+
+def run_autograder_script(limit_s: int | None = None) -> str:
+    """run_autograder with its time limit: by default the zip's timeout less STOP_BEFORE_S."""
+    limit = NEEDS_TIMEOUT_MIN * 60 - STOP_BEFORE_S if limit_s is None else int(limit_s)
+    text = RUN_AUTOGRADER
+    for key, value in {"LIMIT_S": limit, "STOP_BEFORE_S": STOP_BEFORE_S, "NEEDS_MB": NEEDS_MB,
+                       "NEEDS_TIMEOUT_MIN": NEEDS_TIMEOUT_MIN, "CHECK": SUBMISSION_CHECK}.items():
+        text = text.replace(f"@{key}@", str(value))
+    return text
+
+
+def worst_case_s(limits, notebooks: int = 1) -> float:
+    """The longest the pipeline grades one submission for, by its own limits: nbgrader's run (the verdict
+    runs beside it, under the same limit), then each notebook's clean re-check, plus the start."""
+    start = 60  # interpreter, template check, sandbox probe (measured: under 20 s)
+    return start + limits.notebook_timeout_s * notebooks + 60 + limits.notebook_timeout_s * notebooks
 
 COURSE_FILES = ("nbgrader_config.py", "pyproject.toml")
 # What of autograder/ grading needs: not the authoring tools, not the audits (the catalog of wrong solutions)
@@ -111,9 +148,10 @@ def build_zip(course: Path, lab: str, path: Path, visibility: str = "visible") -
 
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
         add_text(zf, "setup.sh", SETUP_SH, executable=True)
-        add_text(zf, "run_autograder", RUN_AUTOGRADER, executable=True)
+        add_text(zf, "run_autograder", run_autograder_script(), executable=True)
         add_text(zf, "gradescope.json", json.dumps({"lab": lab, "visibility": visibility, "needs_mb": NEEDS_MB,
-                                                    "needs_timeout_min": NEEDS_TIMEOUT_MIN}, indent=1) + "\n")
+                                                    "needs_timeout_min": NEEDS_TIMEOUT_MIN, "needs_cpus": NEEDS_CPUS},
+                                                   indent=1) + "\n")
         add_text(zf, "course/requirements-gradescope.txt", _requirements(course))
         for name in COURSE_FILES:
             zf.write(course / name, f"course/{name}")
@@ -151,6 +189,36 @@ def memory_limit_mb(cgroup_root: Path | None = None) -> float | None:
         if text == "max" or not text.isdigit() or int(text) >= 1 << 60:  # v1 writes a huge number for "none"
             return None
         return int(text) / 2**20
+    return None
+
+
+def cpu_limit(cgroup_root: Path | None = None) -> float | None:
+    """The container's CPU limit in CPUs (cgroup v2 `cpu.max`, else v1 `cpu/cpu.cfs_quota_us` over its period);
+    None when there is none."""
+    root = Path(cgroup_root or os.environ.get(CGROUP_ENV, "/sys/fs/cgroup"))
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        try:
+            quota = (root / "cpu" / "cpu.cfs_quota_us").read_text().strip()
+            period = (root / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return None
+    if quota in ("max", "-1") or not period.isdigit() or int(period) == 0:
+        return None
+    try:
+        return int(quota) / int(period)
+    except ValueError:
+        return None
+
+
+def cpu_warning(settings: dict) -> str | None:
+    """What the instructor should know when the container has less than a CPU (grading still runs)."""
+    need, have = float(settings.get("needs_cpus", NEEDS_CPUS)), cpu_limit()
+    if have is not None and have < need:
+        return (f"warning: the container has {have:g} CPUs and grading is sized for {need:g}: grading takes "
+                f"about {need / have:.0f}x longer and timed checks are likely to be held pending; raise the CPUs "
+                f"in Configure Autograder → Advanced Settings")
     return None
 
 
@@ -288,6 +356,9 @@ def run(root: Path) -> dict:
         out_file.write_text(json.dumps(data, indent=1))
         return data
     print(f"speclab autograder: sandbox: {mode}")
+    slow = cpu_warning(settings)
+    if slow:
+        print(f"speclab autograder: {slow}")
     os.umask(0o077)  # what the grader writes from here on is private to it (uid mode's students read nothing)
     try:
         from autograder.pipeline.feedback import cell_verdicts, describe_cells
@@ -311,6 +382,7 @@ def run(root: Path) -> dict:
                 verdicts[nb_name] = {}
         data = results_json(result, layout, names, verdicts, visibility, notes, time.perf_counter() - t0)
         data["extra_data"]["sandbox_mode"] = mode
+        data["extra_data"]["cpus"] = cpu_limit()
     except Exception as err:  # noqa: BLE001 - Gradescope must always get a results file
         traceback.print_exc()
         data = {"score": 0.0, "execution_time": round(time.perf_counter() - t0), "visibility": visibility,

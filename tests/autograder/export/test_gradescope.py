@@ -353,3 +353,111 @@ def test_a_container_below_the_memory_grading_needs_writes_a_clear_result_and_gr
     assert "NOT GRADED" in out and "384 MB" in out and "Advanced Settings" in out
     (cg / "memory.max").write_text(str(2048 * 2**20))
     assert gradescope.too_small({"needs_mb": gradescope.NEEDS_MB}) is None
+
+
+def test_the_pipeline_s_own_limits_end_grading_before_the_timeout_the_zip_asks_for():
+    """Worst case by the pipeline's own limits (each lab's notebook limit, nbgrader then the clean re-check),
+    plus the time to write results.json, fits inside the stop run_autograder sets, which fits the timeout."""
+    from autograder.export import gradescope
+    from autograder.pipeline import Config
+
+    for lab in ("lab1", "lab2"):
+        limits = Config(lab, ROOT, ROOT / "unused", ROOT).limits
+        assert gradescope.worst_case_s(limits) + 30 <= gradescope.NEEDS_TIMEOUT_MIN * 60 - gradescope.STOP_BEFORE_S, lab
+    assert "timeout --signal=TERM --kill-after=15 1440 " in gradescope.run_autograder_script()
+
+
+@pytest.mark.parametrize(("grader", "why"), [
+    ("kill -9 $$", "killed (exit 137"),  # what the kernel's OOM killer does to the grader
+    ("sleep 30", "stopped at its time limit (2 s)"),
+    ("exit 3", "exit status 3"),
+])
+def test_run_autograder_writes_results_json_whatever_ends_the_grader(tmp_path, grader, why):
+    """A grader killed for memory, stopped at the time limit, or crashed before writing: results.json still
+    tells the student, in Gradescope's format, and the instructor's output says what to change."""
+    from autograder.export import gradescope
+
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\n{grader}\n")
+    fake.chmod(0o755)
+    (root / "source" / "python-path").write_text(str(fake))
+    script = root / "run_autograder"
+    script.write_text(gradescope.run_autograder_script(limit_s=2))
+    script.chmod(0o755)
+    env = {**os.environ, "SPECLAB_GRADESCOPE_ROOT": str(root)}
+    proc = subprocess.run([str(script)], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((root / "results" / "results.json").read_text())
+    assert data["score"] == 0 and data["visibility"] == "visible" and "instructor has been told" in data["output"]
+    assert data["tests"][0]["name"] == SUBMISSION_CHECK and data["tests"][0]["visibility"] == "visible"
+    assert why in data["extra_data"]["not_graded"] and why in proc.stdout and "Advanced Settings" in proc.stdout
+
+
+@pytest.mark.parametrize(("files", "want"), [
+    ({"cpu.max": "25000 100000\n"}, 0.25),  # cgroup v2, Gradescope's default share
+    ({"cpu.max": "max 100000\n"}, None),
+    ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2.0),  # cgroup v1
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+    ({}, None),
+])
+def test_the_cpu_limit_is_read_and_below_one_cpu_the_instructor_is_warned(tmp_path, monkeypatch, files, want):
+    from autograder.export import gradescope
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setenv(gradescope.CGROUP_ENV, str(tmp_path))
+    assert gradescope.cpu_limit() == want
+    warning = gradescope.cpu_warning({"needs_cpus": 1.0})
+    assert (warning is not None) == (want is not None and want < 1), warning
+    if warning:
+        assert "0.25 CPUs" in warning and "Advanced Settings" in warning and "4x longer" in warning
+
+
+def test_the_guide_s_gradescope_section_matches_the_code(tmp_path, monkeypatch, capsys):
+    """The settings the instructor guide asks for are the ones the zip checks, and each "NOT GRADED" message
+    the guide tells the instructor to look for is what the grader prints in that case."""
+    from autograder.export import gradescope
+    from autograder.sandbox import bwrap
+
+    guide = (ROOT / "autograder" / "README.md").read_text()
+    section = guide[guide.index("## Gradescope"):guide.index("## The student edition")]
+    assert f"**{gradescope.NEEDS_MB / 1024:g} GB or more**" in section
+    assert f"**{gradescope.NEEDS_TIMEOUT_MIN} minutes**" in section
+    assert f"**{gradescope.NEEDS_CPUS:g} CPU or more**" in section
+    assert f"worst case is {gradescope.worst_case_s(Config(LAB, ROOT, ROOT, ROOT).limits) / 60:g} minutes" in section
+    quoted = re.findall(r'"(NOT\s+GRADED: [^"]*)"', section)  # up to its first placeholder ("N MB", "...")
+    wanted = {re.split(r" N MB|\.\.\.", " ".join(q.split()))[0].strip() for q in quoted} - {"NOT GRADED:"}
+    assert len(wanted) == 3, wanted
+    seen = []
+    # the three cases, as the guide lists them: too little memory, no results.json, no sandbox
+    cg = tmp_path / "cgroup"
+    cg.mkdir()
+    (cg / "memory.max").write_text(str(384 * 2**20))
+    monkeypatch.setenv(gradescope.CGROUP_ENV, str(cg))
+    root = tmp_path / "autograder"
+    (root / "source" / "course").mkdir(parents=True)
+    (root / "source" / "gradescope.json").write_text(json.dumps({"lab": LAB, "visibility": "hidden"}))
+    gradescope.run(root)
+    (cg / "memory.max").write_text("max\n")
+    monkeypatch.setenv(bwrap.MODE_ENV, "uid")
+    monkeypatch.setattr(bwrap.os, "geteuid", lambda: 1000)
+    bwrap.capabilities.cache_clear()
+    try:
+        gradescope.run(root)
+    finally:
+        bwrap.capabilities.cache_clear()
+    seen.append(capsys.readouterr().out)
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nkill -9 $$\n")
+    fake.chmod(0o755)
+    (root / "source" / "python-path").write_text(str(fake))
+    (root / "run_autograder").write_text(gradescope.run_autograder_script(limit_s=5))
+    (root / "run_autograder").chmod(0o755)
+    (root / "results" / "results.json").unlink()
+    seen.append(subprocess.run([str(root / "run_autograder")], cwd=root, capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "SPECLAB_GRADESCOPE_ROOT": str(root)}).stdout)
+    for message in wanted:
+        assert any(message.strip() in out for out in seen), (message, seen)
