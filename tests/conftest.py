@@ -64,6 +64,7 @@ LONG_FIRST = (  # the slowest groups of a quiet run, slowest first (`pytest --du
     "tests/autograder/checks/test_lab2.py",
     "tests/end_to_end/test_hostile.py",
     "tests/autograder/export/test_gradescope.py",
+    "tests/autograder/export/test_gradescope_lab2.py",
     "tests/autograder/pipeline/test_grade.py",
     "tests/end_to_end/test_install.py",
     "tests/autograder/checks/test_lab1.py",

@@ -10,7 +10,7 @@ runs in ROOT, as Gradescope does: the reference solution, an empty submission, a
 reference, plus code that tries to forge results.json, read the reference solutions and change
 the hidden checks).
 
-Every step runs under Docker's default confinement as emulated by tests/emulate/gradescope.py
+Every step runs under Docker's default confinement as emulated by tests/support/emulate/gradescope.py
 (the seccomp rules that refuse namespaces, Docker's 14 capabilities), with Ubuntu 22.04's
 bubblewrap (0.6.1's options) as the bwrap on hand and, where this machine's cgroups allow, in a
 memory cgroup at the limit the zip's README states (NEEDS_MB): no bubblewrap can start there,
@@ -24,20 +24,17 @@ import json
 import re
 import os
 import shutil
-import stat
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from autograder.export.gradescope import NEEDS_MB, SUBMISSION_CHECK, VISIBILITIES, build_zip
+from autograder.export.gradescope import NEEDS_MB, SUBMISSION_CHECK, VISIBILITIES
 from autograder.audit.mutants import make_submission
 from autograder.pipeline import Config, grade_class
 from emulate import gradescope as emulate
-from load import scaled
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = "lab1"
@@ -105,44 +102,14 @@ def _submissions(tmp: Path, root: Path) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gradescope")
-    archive = build_zip(ROOT, LAB, tmp / f"gradescope-{LAB}.zip")
-    root = tmp / "autograder"
-    (root / "source").mkdir(parents=True)
-    with zipfile.ZipFile(archive) as zf:
-        modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
-        zf.extractall(root / "source")
-    for name, mode in modes.items():
-        if mode & 0o111:
-            os.chmod(root / "source" / name, 0o755)
-    shutil.copyfile(root / "source" / "run_autograder", root / "run_autograder")
-    os.chmod(root / "run_autograder", 0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPECLAB_SANDBOX")}
-    tools = tmp / "emulation"
-    env.update(SPECLAB_GRADESCOPE_ROOT=str(root), SPECLAB_PYTHON=sys.executable,
-               SPECLAB_BWRAP=str(emulate.old_bwrap(tools / "bwrap-0.6.1")), SPECLAB_CGROUP_ROOT=str(tmp / "cgroup"))
-    confined = lambda cmd: emulate.docker_default(cmd, tools)  # noqa: E731
-    setup = subprocess.run(confined(["bash", str(root / "source" / "setup.sh")]), cwd=root / "source", env=env,
-                           capture_output=True, text=True, timeout=scaled(900))
-    assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+    gs = emulate.Container(tmp, LAB, ROOT)
+    root, archive = gs.root, gs.archive
     uploads = _submissions(tmp, root)
     before = _snapshot(root / "source")
     results, runs = {}, {}
     LEAK.unlink(missing_ok=True)
     for student, folder in uploads.items():
-        shutil.rmtree(root / "submission", ignore_errors=True)
-        shutil.rmtree(root / "results", ignore_errors=True)
-        shutil.copytree(folder, root / "submission")
-        (root / "results").mkdir()
-        limit = emulate.memory_limit(NEEDS_MB, tmp / "cgroup") if emulate.can_limit_memory() else None
-        with limit or _no_limit() as group:
-            proc = subprocess.run(confined([str(root / "run_autograder")]), cwd=root, env=env, capture_output=True,
-                                  text=True, timeout=scaled(1800), preexec_fn=group.enter if group else None)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        results[student] = json.loads((root / "results" / "results.json").read_text())
-        runs[student] = {"stdout": proc.stdout, "peak_mb": group.peak_mb if group else None,
-                         "oom_kills": group.oom_kills if group else None}
-        print(f"\n===== results.json of the {student} submission (peak memory {runs[student]['peak_mb']} MB of "
-              f"{NEEDS_MB if group else 'no limit'})\n" + json.dumps(results[student], indent=1))
+        results[student], runs[student] = gs.grade(folder, student)
     runs["leak"] = LEAK.read_text() if LEAK.exists() else None
     runs["source_changed"] = [str(p) for p, v in _snapshot(root / "source").items() if before.get(p) != v] + \
         [str(p) for p in before if not p.exists()]
@@ -159,12 +126,6 @@ def _snapshot(folder: Path) -> dict:
     return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
 
 
-class _no_limit:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def test_zip_has_gradescopes_layout(harness):

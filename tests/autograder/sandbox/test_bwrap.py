@@ -7,7 +7,7 @@ course that grades needs it, and `make setup` installs it.
 
 Every property is checked twice: with the bwrap `make setup` installs, and with one that has
 Ubuntu 22.04's options (0.6.1, what Gradescope's image gets from apt: no --size, so /tmp is a
-folder on disk whose files are capped one by one; tests/emulate/bwrap_0_6_1.sh). uid mode, for
+folder on disk whose files are capped one by one; tests/support/emulate/bwrap_0_6_1.sh). uid mode, for
 containers where no bwrap can start, is tested in test_uid_mode.py.
 """
 from __future__ import annotations

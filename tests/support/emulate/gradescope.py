@@ -5,6 +5,8 @@
 - `docker_default(cmd, folder)`: the command under Docker's default confinement as far as grading is
   concerned: the 14 capabilities Docker keeps (setpriv's bounding set) and the seccomp rules that
   refuse namespaces and mounts (docker_seccomp.c, compiled here with the system's C compiler);
+- `Container(tmp, lab, course)`: a lab's zip installed in a Gradescope tree, `setup.sh` run under all
+  of the above, and `grade(upload)` running `run_autograder` on one upload as Gradescope does;
 - `memory_limit(mb)`: a cgroup (v2, or v1's memory controller, whichever this machine mounts
   writable) that caps the memory of everything started inside it, as Gradescope's Advanced
   Settings do, and a fake cgroup tree at the same limit for the grader to read
@@ -13,10 +15,15 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
+
+from load import scaled
 
 HERE = Path(__file__).resolve().parent
 # Docker's default capabilities (moby's oci/caps/defaults.go): everything else is dropped
@@ -124,3 +131,68 @@ def memory_limit(mb: int, fake_root: Path):
                 import time
 
                 time.sleep(0.1)
+
+
+class _no_limit:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+class Container:
+    """One lab's zip installed in a Gradescope tree under tmp, with `setup.sh` run under the emulated
+    confinement; `grade(folder)` runs `run_autograder` on one upload, as Gradescope does."""
+
+    def __init__(self, tmp: Path, lab: str, course: Path):
+        from autograder.export.gradescope import build_zip
+
+        self.tmp, self.lab = tmp, lab
+        self.archive = build_zip(course, lab, tmp / f"gradescope-{lab}.zip")
+        self.root = root = tmp / "autograder"
+        (root / "source").mkdir(parents=True)
+        with zipfile.ZipFile(self.archive) as zf:
+            modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
+            zf.extractall(root / "source")
+        for name, mode in modes.items():
+            if mode & 0o111:
+                os.chmod(root / "source" / name, 0o755)
+        shutil.copyfile(root / "source" / "run_autograder", root / "run_autograder")
+        os.chmod(root / "run_autograder", 0o755)
+        self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPECLAB_SANDBOX")}
+        self.tools = tmp / "emulation"
+        self.env.update(SPECLAB_GRADESCOPE_ROOT=str(root), SPECLAB_PYTHON=sys.executable,
+                        SPECLAB_BWRAP=str(old_bwrap(self.tools / "bwrap-0.6.1")),
+                        SPECLAB_CGROUP_ROOT=str(tmp / "cgroup"))
+        setup = subprocess.run(self.confined(["bash", str(root / "source" / "setup.sh")]), cwd=root / "source",
+                               env=self.env, capture_output=True, text=True, timeout=scaled(900))
+        if setup.returncode != 0:
+            raise RuntimeError(f"setup.sh failed: {setup.stdout[-3000:]}{setup.stderr[-3000:]}")
+
+    def confined(self, cmd: list[str]) -> list[str]:
+        return docker_default(cmd, self.tools)
+
+    def grade(self, folder: Path, name: str) -> tuple[dict, dict]:
+        from autograder.export.gradescope import NEEDS_MB
+
+        """(results.json, {stdout, peak_mb, oom_kills}) of one upload, in a memory cgroup at NEEDS_MB where
+        this machine allows one."""
+        root = self.root
+        shutil.rmtree(root / "submission", ignore_errors=True)
+        shutil.rmtree(root / "results", ignore_errors=True)
+        shutil.copytree(folder, root / "submission")
+        (root / "results").mkdir()
+        limit = memory_limit(NEEDS_MB, self.tmp / "cgroup") if can_limit_memory() else None
+        with limit or _no_limit() as group:
+            proc = subprocess.run(self.confined([str(root / "run_autograder")]), cwd=root, env=self.env,
+                                  capture_output=True, text=True, timeout=scaled(1800),
+                                  preexec_fn=group.enter if group else None)
+        if proc.returncode != 0:
+            raise RuntimeError(f"run_autograder failed: {proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        data = json.loads((root / "results" / "results.json").read_text())
+        run = {"stdout": proc.stdout, "peak_mb": group.peak_mb if group else None,
+               "oom_kills": group.oom_kills if group else None}
+        print(f"\n===== results.json of {self.lab}'s {name} submission (peak memory {run['peak_mb']} MB of "
+              f"{NEEDS_MB if group else 'no limit'})\n" + json.dumps(data, indent=1))
+        return data, run

@@ -4,7 +4,7 @@
  *   unshare, setns, mount, umount2, pivot_root  -> EPERM
  *   clone with any CLONE_NEW* flag               -> EPERM (plain clone, fork and threads pass)
  *   clone3                                       -> ENOSYS (Docker's answer: libc falls back to clone)
- * Every other call is allowed. Used by tests/emulate/gradescope.py to stand in for Gradescope's
+ * Every other call is allowed. Used by tests/support/emulate/gradescope.py to stand in for Gradescope's
  * container; the capability set is cut to Docker's 14 by setpriv around it.
  * Build: cc -O2 -o docker_seccomp docker_seccomp.c ; run: docker_seccomp CMD [ARG...]
  */
