@@ -443,6 +443,7 @@ def check_batch_speed(speculative_sample_batch: Callable) -> None:
                 f"speculative_sample_batch: expected at least {SPEEDUP_REQUIRED:.0f}x faster per row than "
                 f"speclab.speedtest.draws_loop, measured {result.median:.1f}x (median of {len(result.ratios)} paired "
                 f"rounds, {above} of them at or above the bar){'; ' + result.note if result.note else ''}")
+        timing.figure("Lab 1 batch speed-up", round(result.median, 2))
         if result.verdict == "inconclusive":
             timing.undecided(f"batch speed-up {result.median:.1f}x (median of {len(result.ratios)} paired rounds) "
                              f"against the {SPEEDUP_REQUIRED:.0f}x bar: not clear either way (the grader times it again "

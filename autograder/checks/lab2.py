@@ -338,6 +338,8 @@ def check_speedup(speculative_decode: Callable) -> dict:
                 f"some k, measured clearly below it at every k (at k={best_k}: {d['measured'][best_k]:.2f}x against "
                 f"{d['predicted']:.2f}x predicted, alpha={d['alpha'][best_k]:.3f}, c={d['c']:.2f}, "
                 f"c_verify={d['c_verify']:.2f}; {how}): your loop has overhead the cost model does not")
+    timing.figure("Lab 2 speed-up (best k)", round(d["measured"][best_k], 3))
+    timing.figure("Lab 2 acceptance rate α (best k)", round(d["alpha"][best_k], 4))
     if "inconclusive" in (speed.verdict, theory.verdict):
         timing.undecided(f"speedup timing not clear after {d['rounds']} paired rounds (median per k: {table}); "
                          f"the grader times it again alone; if it stays unclear, the points are held until it is "

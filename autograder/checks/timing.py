@@ -89,6 +89,31 @@ def recording():
         _UNDECIDED.reset(token)
 
 
+# What a timed check measured, for a leaderboard (Gradescope's): name -> (value, "desc" | "asc"), while the
+# grader collects them (`measuring()`, around each cell's checks); outside, figures are dropped.
+_FIGURES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("speclab_figures", default=None)
+
+
+def figure(name: str, value: float, order: str = "desc") -> None:
+    """Report one measured figure of the student's code (e.g. its speed-up); "desc": higher ranks first."""
+    if order not in ("desc", "asc"):
+        raise ValueError(f"order must be 'desc' or 'asc', not {order!r}")
+    figures = _FIGURES.get()
+    if figures is not None:
+        figures[str(name)] = (float(value), order)
+
+
+@contextmanager
+def measuring():
+    """Collect the figures reported by the checks called inside (this thread only). Yields the dict."""
+    figures: dict = {}
+    token = _FIGURES.set(figures)
+    try:
+        yield figures
+    finally:
+        _FIGURES.reset(token)
+
+
 @contextmanager
 def timing_lock(wait_s: float = LOCK_WAIT_S):
     """Time alone: no other check of this process runs (autograder/checks/alone.py), and no

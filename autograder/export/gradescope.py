@@ -313,7 +313,12 @@ def results_json(result: dict, layout: dict, names: dict, verdicts: dict, visibi
     submission_check = {"name": SUBMISSION_CHECK, "score": 0.0, "max_score": 0.0,
                         "status": "passed" if found else "failed", "output": "\n\n".join(check[:1]) +
                         ("\n\n" + "\n".join(check[1:]) if check[1:] else ""), "visibility": "visible"}
+    # Gradescope's leaderboard (shown where the assignment enables it): what the passed timed checks measured
+    board = [{"name": fig, "value": value, "order": order}
+             for cells in (result.get("figures") or {}).values() for figs in cells.values()
+             for fig, (value, order) in figs.items()]
     return {"score": total, "execution_time": round(seconds), "output": output, "output_format": "md",
+            **({"leaderboard": board} if board else {}),
             "visibility": visibility, "stdout_visibility": "hidden", "tests": [submission_check, *tests],
             "extra_data": {"grader_version": result.get("grader_version", ""), "seconds": round(seconds, 1),
                            "grading_seconds": result.get("seconds"), "sandbox": result.get("sandbox"),

@@ -85,6 +85,7 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     box.give(root)
     scores = {nb: {g: 0.0 for g in cells} for nb, cells in layout.items()}
     undecided: dict[str, dict[str, list[str]]] = {}  # notebook -> grade id -> timings that could not decide
+    figures: dict[str, dict[str, dict]] = {}  # notebook -> grade id -> {figure: [value, order]} (timing.figure)
     specs = judge.cell_specs(template / "gradebook.db", lab)
     deferred = judge.deferred_checks(specs) if recheck_on else {}
     env = box.env(root)
@@ -124,11 +125,11 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
             if nb_ok:
                 problems += [f"{name}.ipynb {line}" for line in nbgrader.cell_problems(graded)]
             if name in verdicts:
-                judged, unjudged, timings = verdicts[name]
+                judged, unjudged, timings, measured = verdicts[name]
             elif not nb_ok:
-                judged, unjudged, timings = verdict(name)
+                judged, unjudged, timings, measured = verdict(name)
             else:
-                judged, unjudged, timings = {}, set(layout[name]), {}
+                judged, unjudged, timings, measured = {}, set(layout[name]), {}, {}
             if nb_ok:  # a timed check that ran in the notebook itself printed its undecided timing there
                 timings = {**nbgrader.printed_undecided(graded, set(layout[name]) - set(judged)), **timings}
             if timings:
@@ -151,12 +152,18 @@ def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: i
                                                                 limits.notebook_timeout_s).items() if g in unjudged})
             scores[name], notes = results.lower_of(name, scores[name], opinions, set(judged), set(deferred))
             problems += notes + results.timing_notes(name, undecided.get(name, {}))
+            # a leaderboard's figures: only of cells with all their points on a clear timing
+            kept = {g: v for g, v in measured.items()
+                    if scores[name].get(g, 0) >= layout[name][g] and g not in undecided.get(name, {})}
+            if kept:
+                figures[name] = kept
     result = {
         "student": student, "lab": lab, "submission_sha256": submission_hash(folder),
         "scores": scores, "score": round(sum(sum(c.values()) for c in scores.values()), 6),
         "max_score": sum(sum(c.values()) for c in layout.values()), "problems": problems,
         "seconds": round(time.perf_counter() - t0, 1), "grader_version": version,
         "sandbox": not cfg.unsafe, "sandbox_mode": box.caps.mode if not cfg.unsafe else "none", "timing": undecided,
+        "figures": figures,
     }
     results.publish(out, lab, root, student, result, verdict_scratch)  # nothing of the student runs any more
     return result

@@ -365,18 +365,20 @@ def deferred_checks(specs: dict[str, CellCheck]) -> dict[str, CellCheck]:
 
 def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: dict[str, CellCheck],
           cell_timeout_s: float, notebook_timeout_s: float,
-          key: bytes | None = None) -> tuple[dict[str, tuple[bool, str]], set[str], dict[str, list[str]]]:
+          key: bytes | None = None) -> tuple[dict[str, tuple[bool, str]], set[str], dict[str, list[str]], dict]:
     """The grader's own verdict on one notebook: (grade id -> (passed, error) for the cells judged here,
     the set of the notebook's graded cells it could not judge, grade id -> the timing notes of a cell
-    whose timed check could not decide). box: the student's verdict sandbox
+    whose timed check could not decide, grade id -> {figure: [value, order]} that a passed timed check
+    measured, for a leaderboard). box: the student's verdict sandbox
     (autograder.sandbox.StudentBox); scratch: its folder, outside the student's course folder, so the
     notebook nbgrader runs at the same time can neither read nor replace it. key: the student's hidden-input
     key of this run (run_check)."""
     judged: dict[str, tuple[bool, str]] = {}
     unportable: set[str] = set()
     undecided: dict[str, list[str]] = {}
+    figures: dict[str, dict[str, list]] = {}  # grade id -> what its passed timed checks measured (timing.figure)
     if not cells & set(specs):
-        return judged, cells, undecided
+        return judged, cells, undecided, figures
     shutil.rmtree(scratch, ignore_errors=True)
     for sub in ("home", "runtime", "ipython"):
         (scratch / sub).mkdir(parents=True)
@@ -391,14 +393,19 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
     session = box.session(cmd, work, scratch, box.env(scratch), "verdict.log")
     harness = Harness(session, {}, deadline=time.monotonic() + notebook_timeout_s)
     gone = "the notebook ended before it"
+    from autograder.checks import timing
+
     try:
         while (gid := harness.wait_at(notebook_timeout_s)) is not None:
             if gid in specs and gid in cells and gid not in judged:
                 try:
-                    ok, err, notes = run_check(harness, specs[gid], cell_timeout_s, key)
+                    with timing.measuring() as measured:
+                        ok, err, notes = run_check(harness, specs[gid], cell_timeout_s, key)
                     judged[gid] = (ok, err)
                     if notes:
                         undecided[gid] = notes
+                    if ok and measured:
+                        figures[gid] = {name: list(v) for name, v in measured.items()}
                 except Unportable:
                     unportable.add(gid)
             harness.next()
@@ -409,7 +416,7 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
         shutil.rmtree(scratch, ignore_errors=True)
     for gid in (cells & set(specs)) - set(judged) - unportable:
         judged[gid] = (False, f"{NOT_REACHED} ({gone})")
-    return judged, (cells - set(specs)) | unportable, undecided
+    return judged, (cells - set(specs)) | unportable, undecided, figures
 
 
 def recheck(box, root: Path, name: str, notebook: str, only: set[str], cell_timeout_s: float,

@@ -160,3 +160,28 @@ def test_each_thread_records_only_its_own_checks(capsys):
         t.join()
     assert got == {n: [f"{n} {i}" for i in range(50)] for n in ("ada", "bea")}
     assert capsys.readouterr().out == ""
+
+
+def test_figures_are_kept_only_while_the_grader_measures_and_per_thread():
+    """timing.figure: dropped outside `measuring()` (a student's own run), kept inside; one thread's figures
+    never reach another's (students' checks run side by side in the grader)."""
+    import threading
+
+    from autograder.checks import timing
+
+    timing.figure("dropped", 1.0)
+    seen = {}
+
+    def other():
+        with timing.measuring() as figs:
+            timing.figure("other", 2.0, "asc")
+        seen["other"] = figs
+
+    with timing.measuring() as mine:
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        timing.figure("speed-up", 3.5)
+    assert mine == {"speed-up": (3.5, "desc")} and seen["other"] == {"other": (2.0, "asc")}
+    with pytest.raises(ValueError, match="order"):
+        timing.figure("x", 1.0, "up")

@@ -249,6 +249,21 @@ def test_a_hostile_submission_cannot_forge_read_or_change_the_grader(harness):
                  "read the gradebook template"):
         assert f"refused {what}" in report, what
     assert runs["source_changed"] == []
+
+
+def test_the_leaderboard_holds_the_batch_speed_up_of_a_clear_pass_only(harness):
+    """Gradescope's leaderboard gets Lab 1's measured batch speed-up when its cell passed on a clear timing
+    (a held timing has no place on it), and nothing from a submission that did not pass it."""
+    _, results, *_ = harness
+    for student, data in results.items():
+        speed = next(t for t in data["tests"] if t["name"].endswith("[test_batch_speed]"))
+        board = {row["name"]: row for row in data.get("leaderboard", [])}
+        if speed["score"] == speed["max_score"]:
+            row = board["Lab 1 batch speed-up"]
+            assert row["order"] == "desc" and row["value"] > 1, student
+        else:
+            assert board == {}, student
+    assert "leaderboard" not in results["empty"] and "leaderboard" not in results["broken"]
     assert results["hostile"]["score"] == 20.0 and len(results["hostile"]["tests"]) == len(LAB_ORDER) + 1
 
 

@@ -33,5 +33,10 @@ def test_lab2_reference_gets_full_marks_under_gradescope_s_confinement(tmp_path)
     assert all("test_speedup" in name and "held back" in output for name, _, output in short), short
     assert data["score"] >= 19
     assert data["extra_data"]["sandbox_mode"].startswith("uid mode")
+    board = {row["name"]: row["value"] for row in data.get("leaderboard", [])}
+    if not short:  # the speed-up passed on a clear timing: it and the acceptance rate are on the leaderboard
+        assert board["Lab 2 speed-up (best k)"] > 1 and 0.5 < board["Lab 2 acceptance rate α (best k)"] < 1, board
+    else:
+        assert board == {}, board
     if run["peak_mb"] is not None:
         assert run["oom_kills"] == 0 and run["peak_mb"] <= NEEDS_MB
