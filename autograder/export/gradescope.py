@@ -47,6 +47,8 @@ CGROUP_ENV = "SPECLAB_CGROUP_ROOT"  # where the container's cgroup files are (te
 
 SETUP_SH = r"""#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder image (Ubuntu, with network).
+# Advanced Settings this autograder needs (README.md): memory @NEEDS_MB@ MB or more, timeout @NEEDS_TIMEOUT_MIN@ min,
+# @NEEDS_CPUS@ CPU or more; run_autograder checks the memory and CPU it is given.
 # Offline (the local harness, or an image that already has the dependencies): set
 # SPECLAB_PYTHON to an interpreter that has them, and nothing is installed.
 set -euo pipefail
@@ -92,6 +94,37 @@ if [ ! -s "$ROOT/results/results.json" ]; then
   printf '{"score": 0.0, "visibility": "visible", "stdout_visibility": "hidden", "output_format": "md", "output": "%s", "tests": [{"name": "@CHECK@", "score": 0.0, "max_score": 0.0, "status": "failed", "output": "%s", "visibility": "visible"}], "extra_data": {"not_graded": "the grader wrote no results.json: %s"}}\n' "$msg" "$msg" "$why" > "$ROOT/results/results.json"
 fi
 exit 0
+"""
+
+
+def setup_script() -> str:
+    return (SETUP_SH.replace("@NEEDS_MB@", str(NEEDS_MB)).replace("@NEEDS_TIMEOUT_MIN@", str(NEEDS_TIMEOUT_MIN))
+            .replace("@NEEDS_CPUS@", f"{NEEDS_CPUS:g}"))
+
+
+def zip_readme(lab: str, visibility: str) -> str:
+    """README.md of a lab's zip: what to set on Gradescope and how to check it before students submit."""
+    return f"""# {lab}: Gradescope autograder
+
+Upload this zip as the autograder of a Programming Assignment (base image: Ubuntu).
+
+## Advanced Settings (Configure Autograder → Advanced Settings)
+
+- Memory: **{NEEDS_MB / 1024:g} GB or more** (grading peaks at about 1.2 GB; the default 384 MB cannot grade:
+  every submission then reads "the grader could not start safely" and your output says NOT GRADED).
+- Timeout: **{NEEDS_TIMEOUT_MIN} minutes** (the grader stops itself {STOP_BEFORE_S} s before, to write results.json).
+- CPU: **{NEEDS_CPUS:g} or more** (below it grading is slower and timed checks may be held pending; a warning says so).
+- Leaderboard: optional; it shows the speed-ups the timed checks measured.
+
+## Test Autograder, before students submit
+
+- Upload the reference solution: expect full marks and `sandbox: uid mode` in the autograder output
+  (Gradescope's containers refuse the namespaces bubblewrap needs; the student's code runs under a uid of its own).
+- Upload the released notebook unsolved: expect 0, each test saying what is missing.
+- Upload a wrong file: the visible "Submission check" says no notebook was found.
+
+Test results are shown to students: {visibility}. The course's instructor guide (autograder/README.md,
+"Gradescope") says what to do when every submission scores 0.
 """
 
 
@@ -147,7 +180,8 @@ def build_zip(course: Path, lab: str, path: Path, visibility: str = "visible") -
         zf.writestr(info, text)
 
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
-        add_text(zf, "setup.sh", SETUP_SH, executable=True)
+        add_text(zf, "setup.sh", setup_script(), executable=True)
+        add_text(zf, "README.md", zip_readme(lab, visibility))
         add_text(zf, "run_autograder", run_autograder_script(), executable=True)
         add_text(zf, "gradescope.json", json.dumps({"lab": lab, "visibility": visibility, "needs_mb": NEEDS_MB,
                                                     "needs_timeout_min": NEEDS_TIMEOUT_MIN, "needs_cpus": NEEDS_CPUS},

@@ -136,10 +136,21 @@ def test_zip_has_gradescopes_layout(harness):
         assert script in infos, "must be at the root of the zip, not in a folder"
         assert (infos[script].external_attr >> 16) & 0o111, f"{script} must be executable"
     assert any(n.startswith("course/autograder/checks/") for n in infos)
+    # the zip states the Advanced Settings it needs, in its README and its setup.sh
+    from autograder.export.gradescope import NEEDS_CPUS, NEEDS_TIMEOUT_MIN
+    readme, setup = (zf_text(archive, n) for n in ("README.md", "setup.sh"))
+    assert f"**{NEEDS_MB / 1024:g} GB or more**" in readme and f"**{NEEDS_TIMEOUT_MIN} minutes**" in readme
+    assert f"**{NEEDS_CPUS:g} or more**" in readme
+    assert f"memory {NEEDS_MB} MB or more, timeout {NEEDS_TIMEOUT_MIN} min" in setup and "@" not in setup
     assert f"course/solutions/{LAB}/" in {n[: len(f"course/solutions/{LAB}/")] for n in infos}
     # each lab's zip carries its own checks only, and no catalog of wrong solutions
     assert f"course/autograder/checks/{LAB}.py" in infos and "course/autograder/checks/lab2.py" not in infos
     assert not any("mutants" in n or n.startswith("course/autograder/audit") for n in infos)
+
+
+def zf_text(archive: Path, name: str) -> str:
+    with zipfile.ZipFile(archive) as zf:
+        return zf.read(name).decode()
 
 
 def test_a_zip_leaves_out_other_labs_checks():
