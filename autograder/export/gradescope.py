@@ -246,9 +246,10 @@ def cpu_limit(cgroup_root: Path | None = None) -> float | None:
         return None
 
 
-def cpu_warning(settings: dict) -> str | None:
-    """What the instructor should know when the container has less than a CPU (grading still runs)."""
-    need, have = float(settings.get("needs_cpus", NEEDS_CPUS)), cpu_limit()
+def cpu_warning(settings: dict, have: float | None) -> str | None:
+    """What the instructor should know when the container has `have` CPUs (cpu_limit), less than grading is
+    sized for (grading still runs)."""
+    need = float(settings.get("needs_cpus", NEEDS_CPUS))
     if have is not None and have < need:
         return (f"warning: the container has {have:g} CPUs and grading is sized for {need:g}: grading takes "
                 f"about {need / have:.0f}x longer and timed checks are likely to be held pending; raise the CPUs "
@@ -395,7 +396,8 @@ def run(root: Path) -> dict:
         out_file.write_text(json.dumps(data, indent=1))
         return data
     print(f"speclab autograder: sandbox: {mode}")
-    slow = cpu_warning(settings)
+    cpus = cpu_limit()
+    slow = cpu_warning(settings, cpus)
     if slow:
         print(f"speclab autograder: {slow}")
     os.umask(0o077)  # what the grader writes from here on is private to it (uid mode's students read nothing)
@@ -421,7 +423,7 @@ def run(root: Path) -> dict:
                 verdicts[nb_name] = {}
         data = results_json(result, layout, names, verdicts, visibility, notes, time.perf_counter() - t0)
         data["extra_data"]["sandbox_mode"] = mode
-        data["extra_data"]["cpus"] = cpu_limit()
+        data["extra_data"]["cpus"] = cpus
     except Exception as err:  # noqa: BLE001 - Gradescope must always get a results file
         traceback.print_exc()
         data = {"score": 0.0, "execution_time": round(time.perf_counter() - t0), "visibility": visibility,

@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import json
-import sys
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -24,8 +24,8 @@ from tqdm import tqdm
 
 from autograder.checks import DEFER_ENV, LAB_CHECKS_ENV, defer_value, hidden, timing
 from autograder.inside.timeouts import lab_timeout
-from autograder.sandbox import (VERDICT_SLOTS, StudentBox, course_mounts, lock_down, no_links, python_paths, require,
-                                scratch_path, slot_uids)
+from autograder.sandbox import (VERDICT_SLOTS, StudentBox, capabilities, course_mounts, lock_down, no_links,
+                                python_paths, require, scratch_path, slot_uids)
 from autograder.sandbox import SandboxUnavailable
 
 from . import judge, nbgrader, results
@@ -186,7 +186,8 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
     mode = sandbox_mode(cfg)
     if progress:
         print(f"sandbox: {mode}", file=sys.stderr)
-    umask = os.umask(0o077) if mode.startswith("uid mode") else None  # what the grader writes: private
+    uid_mode = not cfg.unsafe and capabilities().mode == "uid"
+    umask = os.umask(0o077) if uid_mode else None  # what the grader writes: private to it
     try:
         return _grade_class(cfg, students, progress)
     finally:
@@ -203,10 +204,9 @@ def sandbox_mode(cfg: Config) -> str:
         caps = require()
     except SandboxUnavailable as err:
         raise SystemExit(str(err)) from None
-    if caps.mode == "uid":
-        box, verdict_box = student_boxes(cfg, 0)
+    if caps.mode == "uid":  # lock_down makes the grading output's own folders reachable itself
         lock_down(cfg.out, cfg.course_root, cfg.submissions,
-                  [*box.mounts, *python_paths(), cfg.out / "work" / ".verdict", cfg.out / "timing.lock"])
+                  [*course_mounts(cfg.code_root, cfg.course_root, cfg.lab_checks), *python_paths()])
     return caps.describe()
 
 

@@ -373,6 +373,8 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
     (autograder.sandbox.StudentBox); scratch: its folder, outside the student's course folder, so the
     notebook nbgrader runs at the same time can neither read nor replace it. key: the student's hidden-input
     key of this run (run_check)."""
+    from autograder.checks import timing
+
     judged: dict[str, tuple[bool, str]] = {}
     unportable: set[str] = set()
     undecided: dict[str, list[str]] = {}
@@ -393,8 +395,6 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
     session = box.session(cmd, work, scratch, box.env(scratch), "verdict.log")
     harness = Harness(session, {}, deadline=time.monotonic() + notebook_timeout_s)
     gone = "the notebook ended before it"
-    from autograder.checks import timing
-
     try:
         while (gid := harness.wait_at(notebook_timeout_s)) is not None:
             if gid in specs and gid in cells and gid not in judged:
@@ -405,7 +405,7 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
                     if notes:
                         undecided[gid] = notes
                     if ok and measured:
-                        figures[gid] = {name: list(v) for name, v in measured.items()}
+                        figures[gid] = {fig: list(v) for fig, v in measured.items()}
                 except Unportable:
                     unportable.add(gid)
             harness.next()

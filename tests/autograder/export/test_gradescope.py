@@ -397,7 +397,7 @@ def test_the_cpu_limit_is_read_and_below_one_cpu_the_instructor_is_warned(tmp_pa
         (tmp_path / name).write_text(text)
     monkeypatch.setenv(gradescope.CGROUP_ENV, str(tmp_path))
     assert gradescope.cpu_limit() == want
-    warning = gradescope.cpu_warning({"needs_cpus": 1.0})
+    warning = gradescope.cpu_warning({"needs_cpus": 1.0}, gradescope.cpu_limit())
     assert (warning is not None) == (want is not None and want < 1), warning
     if warning:
         assert "0.25 CPUs" in warning and "Advanced Settings" in warning and "4x longer" in warning

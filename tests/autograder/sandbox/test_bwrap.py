@@ -22,6 +22,7 @@ import pytest
 
 from autograder.sandbox import bwrap as sandbox
 from autograder.sandbox import Limits
+import detaching
 from load import scaled
 
 LIMITS = Limits(notebook_timeout_s=30, memory_mb=1024, file_mb=5, processes=64, tmp_mb=64)
@@ -91,25 +92,9 @@ def box(tmp_path, course, bwrap_release):
 
 def test_detached_processes_die_with_the_sandbox(box):
     """Double fork, setsid, cleared environment: the grandchild keeps writing a heartbeat."""
-    res = box.run("""
-        import os, subprocess, sys, time
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                os.execve(sys.executable, [sys.executable, "-c",
-                          "import time\\nwhile True:\\n    open('beat', 'a').write('.')\\n    time.sleep(0.05)"], {})
-            os._exit(0)
-        subprocess.Popen(["setsid", "sh", "-c", "while :; do echo x >> beat2; sleep 0.05; done"],
-                         env={}, start_new_session=True)
-        time.sleep(0.5)
-        print("parent leaves")
-    """)
+    res = box.run(detaching.PROGRAM)
     assert res.returncode == 0, res.log
-    beat, beat2 = box.scratch / "beat", box.scratch / "beat2"
-    assert beat.exists() and beat2.exists(), res.log  # they did start
-    sizes = beat.stat().st_size, beat2.stat().st_size
-    time.sleep(1.0)
-    assert (beat.stat().st_size, beat2.stat().st_size) == sizes, "a detached process is still writing"
+    detaching.assert_none_left_writing(box.scratch, res.log)
     assert box.alive() == []
 
 

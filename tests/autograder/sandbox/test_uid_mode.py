@@ -18,6 +18,7 @@ import pytest
 
 from autograder.sandbox import Limits, lock_down
 from autograder.sandbox import bwrap as sandbox
+import detaching
 from load import scaled
 
 LIMITS = Limits(notebook_timeout_s=30, memory_mb=1024, file_mb=5, processes=64, tmp_mb=64)
@@ -139,21 +140,10 @@ def test_the_grader_s_files_cannot_be_written_or_replaced(students, course):
 
 def test_detached_processes_are_killed_by_uid(students):
     a, _ = students
-    res = a.run("""
-        import os, sys, time
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                os.execve(sys.executable, [sys.executable, "-c",
-                          "import time\\nwhile True:\\n    open('beat', 'a').write('.')\\n    time.sleep(0.05)"], {})
-            os._exit(0)
-        time.sleep(0.5)
-    """)
+    res = a.run(detaching.PROGRAM)
     assert res.returncode == 0, res.log
     assert sandbox.processes_of(a.uid) == []
-    size = (a.scratch / "beat").stat().st_size
-    time.sleep(0.5)
-    assert (a.scratch / "beat").stat().st_size == size
+    detaching.assert_none_left_writing(a.scratch, res.log)
 
 
 def test_limits_hold_processes_memory_files_and_time(students):
