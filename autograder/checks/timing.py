@@ -38,7 +38,7 @@ import contextvars
 import fcntl
 import os
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Callable, Sequence
 
 # The statistics live in speclab, so that a student's notebook runs the very test the grader runs;
@@ -112,6 +112,37 @@ def measuring():
         yield figures
     finally:
         _FIGURES.reset(token)
+
+
+# How the grader pauses the student's own sandbox while it times its baselines (a cgroup freezer,
+# autograder/sandbox/cgroups.py): a callable giving a context manager, set by the pipeline around each
+# check it runs (`pausing()`); outside the pipeline (a notebook) nothing is paused.
+_PAUSE: contextvars.ContextVar[Callable[[], object] | None] = contextvars.ContextVar("speclab_pause", default=None)
+
+
+@contextmanager
+def pausing(pause: Callable[[], object]):
+    """While inside, `student_paused` pauses the student's sandbox with `pause()` (a context manager)."""
+    token = _PAUSE.set(pause)
+    try:
+        yield
+    finally:
+        _PAUSE.reset(token)
+
+
+def student_paused(student_labels) -> Callable[[str], object]:
+    """`around` for speclab.speedtest.paired_rounds: a timed call whose label is not one of the student's
+    (a baseline the grader runs in its own process) runs with the student's sandbox paused, so nothing the
+    student started (a helper burning CPU) runs beside the baseline. Pausing happens before the clock
+    starts and ends after it stops. Outside the pipeline: nothing is paused."""
+    mine = set(student_labels)
+
+    def around(label: str):
+        pause = _PAUSE.get()
+        if pause is None or label in mine:
+            return nullcontext()
+        return pause()
+    return around
 
 
 @contextmanager
