@@ -89,11 +89,13 @@ R_BATCH_COUPLING = Rule("batch coupling", "`speculative_sample_batch(p, q, rng, 
 R_BATCH_SPEED = Rule("batch speed", f"`speculative_sample_batch` is at least {speedtest.BATCH_BAR:.0f} times "
                      f"faster per row than `speclab.speedtest.draws_loop` (a Python loop making only the two "
                      f"random draws of a one-position sampler), timed by the grader with "
-                     f"`speclab.speedtest.batch_speedup` on {speedtest.BATCH_ROWS} rows of one pair; every timed "
-                     f"call must return fresh draws from p. Points are lost only on a clear failing verdict of "
-                     f"its sign test; a timing it cannot decide is timed again alone at the end of the class's "
-                     f"grading, and if it is still unclear its point is held, neither given nor taken, until your "
-                     f"instructor times it again; your feedback says which.")
+                     f"`speclab.speedtest.batch_speedup` on {speedtest.BATCH_ROWS} rows of one pair. Each timed "
+                     f"call gets fresh inputs: the pair's tokens are relabelled at random before every call, so "
+                     f"tokens drawn before the clock started are tokens of another pair. Every timed output is "
+                     f"checked: it must be fresh draws from that call's p. Points are lost only on a clear failing "
+                     f"verdict of its sign test; a timing it cannot decide is timed again alone at the end of the "
+                     f"class's grading, and if it is still unclear its point is held, neither given nor taken, until "
+                     f"your instructor times it again; your feedback says which.")
 
 
 
@@ -390,21 +392,23 @@ def check_batch_exactness(speculative_sample_batch: Callable) -> None:
 SPEED_OUTPUT_ALPHA = 1e-4  # false-failure probability of the law check of ONE timed call's output
 
 
-def _timed_output_checker(rows: int) -> Callable[[object], None]:
-    """A check of every output the timed calls return: integer tokens of the right shape, a law
-    close to p (distance test at level SPEED_OUTPUT_ALPHA per call, at most 23 calls: false
-    failures <= 0.0023), and never the same array twice (a correct sampler repeats 50000 draws
-    with probability about 0). Without it, a sampler could spot the timed calls by their size
-    and return garbage fast."""
-    p, q = speedtest.BATCH_PAIR
-    law = exact_law(p, q)
+def _timed_output_checker(rows: int) -> Callable[[object, np.ndarray, np.ndarray], None]:
+    """A check of every output the speed test's calls return (`on_output(out, p, q)`): integer tokens
+    of the right shape, a law close to that call's own pair (p, q) (the timed pair relabelled afresh
+    for each call; distance test at level SPEED_OUTPUT_ALPHA per call, at most 23 calls: false
+    failures <= 0.0023), and never the same array twice (a correct sampler repeats 50000 draws with
+    probability about 0). Without it, a sampler could spot the timed calls by their size and return
+    garbage fast, or return answers it drew before the clock started: those follow another call's
+    pair (a relabelling other than the identity moves the law of BATCH_PAIR by a total variation of
+    at least 0.1, far above the test's eps)."""
     seen: list[bytes] = []
 
-    def check(out) -> None:
+    def check(out, p: np.ndarray, q: np.ndarray) -> None:
         tokens = batch_result(out, rows)
         # the same distance test as the exactness cases (range, impossible tokens, TV against its threshold)
-        case = ExactnessCase(f"speculative_sample_batch in a timed call on {rows} copies of the timed pair", law,
-                             rows, lambda fn, rng, n: tokens, batched=True)
+        case = ExactnessCase(f"speculative_sample_batch in a timed call on {rows} copies of that call's pair "
+                             f"(the timed pair, relabelled for the call)", exact_law(p, q), rows,
+                             lambda fn, rng, n: tokens, batched=True)
         check_case(case, None, None, SPEED_OUTPUT_ALPHA)
         digest = tokens.astype(np.int64).tobytes()
         if digest in seen:
@@ -415,12 +419,16 @@ def _timed_output_checker(rows: int) -> Callable[[object], None]:
 
 
 def speed_test(batch_fn: Callable, budget_s: float = speedtest.BATCH_BUDGET_S) -> speedtest.SpeedResult:
-    """`speclab.speedtest.batch_speedup` (what the notebook's speed cell runs) under the graders' lock,
-    every timed output checked afterwards (_timed_output_checker)."""
+    """`speclab.speedtest.batch_speedup` (what the notebook's speed cell runs) under the graders' lock, the
+    student's sandbox paused while the loop runs, the relabellings drawn from the grading run's key
+    (autograder/checks/hidden.py), every output checked afterwards against its call's pair
+    (_timed_output_checker)."""
     from . import timing
 
     return speedtest.batch_speedup(batch_fn, budget_s, section=timing.timing_lock,
-                                   on_output=_timed_output_checker(speedtest.BATCH_ROWS))
+                                   on_output=_timed_output_checker(speedtest.BATCH_ROWS),
+                                   relabel_seed=hidden.seed("test_batch_speed relabellings", 4),
+                                   around=timing.student_paused({"batch"}))
 
 
 def measure_speedup(batch_fn: Callable) -> float:
@@ -432,7 +440,8 @@ def check_batch_speed(speculative_sample_batch: Callable) -> None:
     """speculative_sample_batch is at least SPEEDUP_REQUIRED times faster per row than `draws_loop`:
     a sequential sign test (speclab/speedtest.py) takes the point only on a clear verdict; a correct
     sampler whose median ratio is at least the bar loses it with probability at most
-    ALPHA_CLAUSE (1.23 %), plus SPEED_OUTPUT_ALPHA per timed call from the output check."""
+    ALPHA_CLAUSE (1.23 %), plus SPEED_OUTPUT_ALPHA per call from the check of its output against its own
+    relabelled pair (at most 23 calls: 0.23 %)."""
     from . import timing
 
     with under(R_BATCH_SPEED):
@@ -451,6 +460,7 @@ def check_batch_speed(speculative_sample_batch: Callable) -> None:
 
 
 check_batch_speed.randomised = True  # a timing
+check_batch_speed.timed = True  # judged alone, after the class's other checks (autograder/pipeline/grade.py)
 
 
 # ----------------------------------------------------------------------------- registry
@@ -466,7 +476,7 @@ DETERMINISTIC_NOTES = {
     "test_alpha_estimator": "0: values worked by hand, tolerance 1e-9, no randomness",
     "test_batch_speed": f"timing: a sequential sign test of median speed-up >= {SPEEDUP_REQUIRED:.0f}x over draws_loop "
                         f"fails a sampler at or above the bar with probability <= 1.23 % (plus <= 0.23 % "
-                        f"from the check of the timed outputs)",
+                        f"from the check of the timed outputs, each against its call's relabelled pair)",
 }
 
 def report_extra(grade_id: str, reference) -> str:

@@ -409,9 +409,9 @@ def run(root: Path) -> dict:
         layout = build_template(cfg)
         folder = cfg.submissions / STUDENT
         notes = _gather(root / "submission", folder)
-        result = grade_student(cfg, layout, STUDENT, folder, slot=0)
         # a timing with no clear verdict is never awarded: its points are held until the instructor regrades
-        result = hold_pending(result, "your instructor can run the autograder on this submission again")
+        retime = "your instructor can run the autograder on this submission again"
+        result = hold_pending(grade_student(cfg, layout, STUDENT, folder, slot=0, retime=retime), retime)
         names, verdicts = {}, {}
         for nb_name in layout:
             release = json.loads((cfg.out / "template" / "labs" / lab / f"{nb_name}.ipynb").read_text())

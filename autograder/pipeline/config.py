@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autograder.sandbox import Limits
+from autograder.sandbox.bounds import Bounds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_PARENT = REPO_ROOT
@@ -42,6 +43,7 @@ class Config:
     unsafe: bool = False  # grade without the sandbox (trusted submissions only; see autograder/README.md)
     lab_checks: tuple[Path, ...] = ()  # folders of check modules of labs outside the package (autograder.checks.add_folder)
     retime: bool = False  # grade again, one at a time, the students whose timed points are pending (results.hold_pending)
+    bounds: Bounds = field(default_factory=Bounds)  # what each student's processes may use together (sandbox/bounds.py)
 
     @property
     def code_root(self) -> Path:

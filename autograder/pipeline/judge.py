@@ -363,6 +363,19 @@ def deferred_checks(specs: dict[str, CellCheck]) -> dict[str, CellCheck]:
     return out
 
 
+def timed_cells(specs: dict[str, CellCheck]) -> set[str]:
+    """The cells with a timed check (one that declares `timed = True`): the pipeline judges them alone."""
+    out = set()
+    for gid, spec in specs.items():
+        try:
+            module = importlib.import_module(spec.module)
+        except Exception:  # noqa: BLE001 - a course without that module: nothing timed
+            continue
+        if any(getattr(getattr(module, check, None), "timed", False) for check, _ in spec.calls):
+            out.add(gid)
+    return out
+
+
 def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: dict[str, CellCheck],
           cell_timeout_s: float, notebook_timeout_s: float,
           key: bytes | None = None) -> tuple[dict[str, tuple[bool, str]], set[str], dict[str, list[str]], dict]:

@@ -133,11 +133,73 @@ def hold_pending(result: dict, retime: str) -> dict:
             r["scores"][nb][gid] = 0.0
             r["problems"].append(
                 f"{nb}.ipynb {gid}: {PENDING_MARK} {points:g} point{'s' if points != 1 else ''} held back: the timing "
-                f"gave no clear verdict, in the class run nor timed again alone; they are neither given nor taken "
+                f"(alone, after the class's other checks) gave no clear verdict; they are neither given nor taken "
                 f"until it is timed again ({retime})")
     r["pending"] = held
     r["score"] = round(sum(sum(c.values()) for c in r["scores"].values()), 6)
     return r
+
+
+TIMED_LATER = "timed after the class's other checks, alone"  # a timed cell's note until time_student judges it
+
+
+def to_time(result: dict) -> dict[str, dict[str, float]]:
+    """notebook -> grade id -> points at stake, of the cells a timing must still decide: those marked
+    TIMED_LATER by the untimed grading (their current score), and those held pending (their held points)."""
+    todo: dict[str, dict[str, float]] = {}
+    for nb, cells in (result.get("timing") or {}).items():
+        for gid, notes in cells.items():
+            if TIMED_LATER in notes:
+                todo.setdefault(nb, {})[gid] = float(result["scores"][nb][gid])
+    for nb, cells in (result.get("pending") or {}).items():
+        for gid, points in cells.items():
+            todo.setdefault(nb, {})[gid] = float(points)
+    return todo
+
+
+def timed(result: dict, todo: dict[str, dict[str, float]], judged: dict[str, tuple[dict, dict, dict]],
+          retime: str) -> dict:
+    """The result once its timed cells are judged. todo: `to_time(result)`; judged: notebook -> (grade id ->
+    (passed, error), grade id -> notes of a timing that could not decide, grade id -> figures). A cell
+    keeps its points on a clear pass, loses them on a clear fail (with the check's message) and has them
+    held (`hold_pending`) when its timing stayed unclear; retime: the command that times it again."""
+    r = copy.deepcopy(result)
+    heads = tuple(f"{nb}.ipynb {gid}: " for nb, cells in todo.items() for gid in cells)
+    r["problems"] = [p for p in r.get("problems", [])  # the earlier timing's notes on these cells
+                     if not (p.startswith(heads) and (PENDING_MARK in p or UNDECIDED_MARK in p))]
+    pending = r.pop("pending", {}) or {}
+    for nb, cells in todo.items():
+        opinions, timings, measured = judged.get(nb, ({}, {}, {}))
+        scores, notes = lower_of(nb, dict(cells), {g: opinions.get(g, (False, NOT_REACHED)) for g in cells},
+                                 set(cells), set(cells))
+        for gid in cells:
+            r["scores"][nb][gid] = scores[gid]
+            pending.get(nb, {}).pop(gid, None)
+            tim = r.setdefault("timing", {}).setdefault(nb, {})
+            tim.pop(gid, None)
+            if timings.get(gid):
+                tim[gid] = list(timings[gid])
+            elif scores[gid] > 0 and gid in measured:
+                r.setdefault("figures", {}).setdefault(nb, {})[gid] = measured[gid]
+        r["problems"] += notes + timing_notes(nb, {g: timings[g] for g in cells if timings.get(g)})
+    r["timing"] = {nb: c for nb, c in (r.get("timing") or {}).items() if c}
+    still = {nb: c for nb, c in pending.items() if c}
+    if still:
+        r["pending"] = still
+    r["score"] = round(sum(sum(c.values()) for c in r["scores"].values()), 6)
+    return hold_pending(r, retime)
+
+
+def timing_failed(result: dict, why: str, retime: str) -> dict:
+    """The result when its timed cells could not be judged at all (their grader process failed): each cell's
+    points are held, with why."""
+    r = copy.deepcopy(result)
+    for nb, cells in to_time(r).items():
+        for gid, points in cells.items():
+            r["scores"][nb][gid] = points  # back to what is at stake, then held
+            r.setdefault("timing", {}).setdefault(nb, {})[gid] = [f"the timing could not run ({why})"]
+    r.pop("pending", None)
+    return hold_pending(r, retime)
 
 
 def pending_column(result: dict) -> str:

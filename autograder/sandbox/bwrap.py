@@ -340,7 +340,7 @@ def _argv(cmd, cwd, scratch, limits, uid, ro, caps, unsafe, shared=(), disk_tmp=
 
 def run(cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, limits: Limits,
         uid: int | None = None, log_path: Path | None = None, ro: list[Path] = (), caps: Capabilities | None = None,
-        unsafe: bool = False, shared: list[Path] = ()) -> Result:
+        unsafe: bool = False, shared: list[Path] = (), group=None) -> Result:
     """Run cmd in a sandbox whose only writable folder is `scratch`; return once nothing of it is left.
 
     `ro`: host paths (files or folders) the command may read, bound at the same place.
@@ -348,9 +348,11 @@ def run(cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, l
     student can hold it, which delays other students' timing by at most the lock's wait, never
     their grade).
     The combined output goes to log_path (default scratch/../<scratch name>.log, outside
-    the scratch). unsafe: no sandbox, only the process group, the limits and the timeout.
+    the scratch). unsafe: no sandbox, only the process group, the limits and the timeout. group: the
+    student's control group (autograder/sandbox/bounds.py), which the command joins before it starts.
     """
-    s = Session(cmd, cwd, scratch, env, limits, uid, log_path, ro, caps, unsafe, interactive=False, shared=shared)
+    s = Session(cmd, cwd, scratch, env, limits, uid, log_path, ro, caps, unsafe, interactive=False, shared=shared,
+                group=group)
     try:
         rc: int | None = s.proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -366,7 +368,7 @@ class Session:
 
     def __init__(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, limits: Limits, uid: int | None = None,
                  log_path: Path | None = None, ro: list[Path] = (), caps: Capabilities | None = None,
-                 unsafe: bool = False, interactive: bool = True, shared: list[Path] = ()):
+                 unsafe: bool = False, interactive: bool = True, shared: list[Path] = (), group=None):
         self.caps = caps or (capabilities() if not unsafe else Capabilities(None, os.geteuid() == 0))
         self.uid, self.unsafe = uid, unsafe
         self.log_path = log_path or scratch.parent / f"{scratch.name}.log"
@@ -378,6 +380,8 @@ class Session:
                 (self.disk_tmp / sub).mkdir(parents=True)
             give_to(self.disk_tmp, uid, self.caps)
         argv = _argv(cmd, cwd, scratch, limits, uid, ro, self.caps, unsafe, shared, self.disk_tmp)
+        if group is not None and not unsafe:  # born inside the student's control group (bounds.Group)
+            argv = group.join_prefix() + argv
         self.t0 = time.perf_counter()
         self.seconds = 0.0
         self._log = open(self.log_path, "wb")

@@ -7,8 +7,9 @@ grader's verdict) and then runs every command of that student's grading:
   `autograder/checks` and `autograder/inside` (plus `autograder/__init__.py`, the package's
   face); never the pipeline, the reference solutions, the mutants or the grading output
   (`course_mounts`);
-- it writes only its scratch folder, a private tmpfs, and the `shared` files named by the caller
-  (the graders' timing lock);
+- it writes only its scratch folder and a private tmpfs (no file is writable by two students' sandboxes);
+- all its processes, in both of its sandboxes, are born in one control group of the student's own
+  (`group`, autograder/sandbox/bounds.py) that bounds their memory, processes and CPU together;
 - it runs under a uid of its own when the grader is root (`slot_uids`), with a cleared environment
   (`env`) and the limits of `bwrap.Limits`;
 - its logs are written outside the scratch folder, where the student cannot rewrite them.
@@ -57,6 +58,7 @@ class StudentBox:
     env_extra: tuple[tuple[str, str], ...] = ()  # variables every command gets
     unsafe: bool = False  # no sandbox: process group and limits only (trusted submissions)
     caps: Capabilities = field(default=None, compare=False)  # type: ignore[assignment]
+    group: object = field(default=None, compare=False)  # the student's bounds.Group, shared by its sandboxes
 
     def __post_init__(self):
         if self.caps is None:
@@ -85,12 +87,12 @@ class StudentBox:
     def run(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, log_name: str) -> Result:
         """One command in the sandbox (scratch: its only writable folder); returns once nothing of it is left."""
         return run(cmd, cwd, scratch, env, timeout_s, self.limits, uid=self.uid, log_path=self._log(scratch, log_name),
-                   ro=list(self.mounts), caps=self.caps, unsafe=self.unsafe, shared=list(self.shared))
+                   ro=list(self.mounts), caps=self.caps, unsafe=self.unsafe, shared=list(self.shared), group=self.group)
 
     def session(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, log_name: str) -> Session:
         """An interactive command in the sandbox (stdin and stdout are pipes to the grader)."""
         return Session(cmd, cwd, scratch, env, self.limits, self.uid, self._log(scratch, log_name), list(self.mounts),
-                       self.caps, unsafe=self.unsafe, shared=list(self.shared))
+                       self.caps, unsafe=self.unsafe, shared=list(self.shared), group=self.group)
 
 
 # What of a course no student's uid may read in uid mode (bubblewrap mode never mounts them)

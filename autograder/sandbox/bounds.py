@@ -1,0 +1,284 @@
+"""What one student's processes may use together: a control group and a size-capped scratch folder.
+
+`bwrap.Limits` are per process (prlimit): twenty processes of 100 MB each, plus files in a RAM-backed
+/tmp, are each within them, and together they can take the machine's memory (the kernel then kills
+the largest process it finds: the grader). A `Group` bounds the sum:
+
+- **memory**, of every process of the student together with the RAM-backed files they write (the
+  kernel charges a tmpfs page to the group of the process that wrote it: /tmp, /dev/shm and the
+  scratch folder below all count). Over the bound, the kernel's OOM killer chooses inside the group
+  only: the student loses its own run, `usage()` counts the kill, and the grader says so;
+- **processes and threads** (`pids`), together;
+- **CPU**: at most `cpus` cores' worth of time (a CFS quota), so that a student's helpers can slow
+  only that student;
+- a **freezer**: `frozen()` stops every process of the group at once (the grader pauses the student's
+  own sandbox while it times its baseline), and `kill()` freezes the group before killing it, so
+  nothing forks away.
+
+A `Scratch` is a size-capped tmpfs mounted over a student's scratch folder: a student who fills it
+gets "No space left on device" (and its pages count in the group's memory).
+
+Both need root. Control groups v1 (one hierarchy per controller, as on this project's CI machine) and
+v2 (one unified hierarchy, where the grader's own group must let it enable the memory, pids and cpu
+controllers below it) are both written directly, file by file, as the kernel's documentation
+(Documentation/admin-guide/cgroup-v1/, cgroup-v2.rst) describes. `available()` says what this
+machine allows; a grader without them grades with the per-process limits only and says so.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+CGROUP_FS = Path("/sys/fs/cgroup")
+V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "freezer")
+V2_CONTROLLERS = ("memory", "pids", "cpu")
+PERIOD_US = 100_000  # the CFS period of the CPU quota
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What one student's processes may use together (a grading run's defaults; see autograder/README.md)."""
+
+    memory_mb: int = 4096  # all its processes' memory and RAM-backed files (/tmp, /dev/shm, scratch)
+    processes: int = 512  # processes and threads at once, both its sandboxes together
+    cpus: float = 1.0  # cores' worth of CPU time
+    disk_mb: int = 1024  # its scratch folder (a tmpfs of this size; also counted in memory_mb)
+
+
+def _own_path(controller: str | None) -> str:
+    """This process's group in the hierarchy of `controller` (v1), or in the unified one (None)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, names, path = line.split(":", 2)
+        if (controller is None and names == "") or (controller is not None and controller in names.split(",")):
+            return path.lstrip("/")
+    raise OSError(f"this process is in no {controller or 'unified'} control group")
+
+
+def version() -> int | None:
+    """2 (unified hierarchy), 1 (v1 hierarchies with memory, pids, cpu and freezer mounted) or None."""
+    if (CGROUP_FS / "cgroup.controllers").is_file():
+        return 2
+    if all((CGROUP_FS / c / "cgroup.procs").is_file() for c in V1_CONTROLLERS):
+        return 1
+    return None
+
+
+class Group:
+    """One student's control group; `name` is unique within this grader process."""
+
+    def __init__(self, name: str, bounds: Bounds):
+        self.bounds, self.version = bounds, version()
+        tag = f"speclab-{os.getpid()}"
+        if self.version == 1:
+            self.dirs = {c: CGROUP_FS / c / _own_path(c) / tag / name for c in V1_CONTROLLERS}
+        elif self.version == 2:
+            own = CGROUP_FS / _own_path(None)
+            parent = own / tag
+            if not parent.is_dir():
+                parent.mkdir()
+                (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in V2_CONTROLLERS))
+            self.dirs = {"unified": parent / name}
+        else:
+            raise OSError("no control groups: neither a unified hierarchy nor the v1 ones are mounted")
+        try:
+            for d in self.dirs.values():
+                d.mkdir(parents=self.version == 1, exist_ok=True)
+            self._limit()
+        except OSError:
+            self.remove()
+            raise
+
+    def _write(self, controller: str, name: str, value) -> None:
+        (self.dirs[controller] / name).write_text(str(value))
+
+    def _read(self, controller: str, name: str) -> str:
+        try:
+            return (self.dirs[controller] / name).read_text()
+        except OSError:
+            return ""
+
+    def _limit(self) -> None:
+        b = self.bounds
+        memory, quota = b.memory_mb << 20, max(1000, int(b.cpus * PERIOD_US))
+        if self.version == 1:
+            self._write("memory", "memory.limit_in_bytes", memory)
+            if (self.dirs["memory"] / "memory.memsw.limit_in_bytes").exists():  # swap is no way around it
+                self._write("memory", "memory.memsw.limit_in_bytes", memory)
+            self._write("pids", "pids.max", b.processes)
+            self._write("cpu", "cpu.cfs_period_us", PERIOD_US)
+            self._write("cpu", "cpu.cfs_quota_us", quota)
+        else:
+            self._write("unified", "memory.max", memory)
+            if (self.dirs["unified"] / "memory.swap.max").exists():
+                self._write("unified", "memory.swap.max", 0)
+            self._write("unified", "pids.max", b.processes)
+            self._write("unified", "cpu.max", f"{quota} {PERIOD_US}")
+
+    # ------------------------------------------------------------------ joining
+    def procs_files(self) -> list[Path]:
+        return [d / "cgroup.procs" for d in self.dirs.values()]
+
+    def join_prefix(self) -> list[str]:
+        """A command prefix that moves itself into the group, then execs the rest: every process the
+        command starts is born inside (nothing can fork before it is counted)."""
+        joins = " && ".join(f"echo $$ > '{f}'" for f in self.procs_files())
+        return ["sh", "-c", f"{joins} && exec \"$@\"", "sh"]
+
+    def pids(self) -> set[int]:
+        out: set[int] = set()
+        for f in self.procs_files():
+            try:
+                out |= {int(x) for x in f.read_text().split()}
+            except OSError:
+                pass
+        return out
+
+    # ------------------------------------------------------------------ freezing
+    def _set_frozen(self, frozen: bool, wait_s: float = 10.0) -> bool:
+        if self.version == 1:
+            self._write("freezer", "freezer.state", "FROZEN" if frozen else "THAWED")
+            want = "FROZEN" if frozen else "THAWED"
+            done = lambda: self._read("freezer", "freezer.state").strip() == want  # noqa: E731
+        else:
+            self._write("unified", "cgroup.freeze", 1 if frozen else 0)
+            done = lambda: f"frozen {1 if frozen else 0}" in self._read("unified", "cgroup.events")  # noqa: E731
+        deadline = time.monotonic() + wait_s
+        while not done():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
+    @contextmanager
+    def frozen(self):
+        """Every process of the group stopped while inside (it cannot run, fork or be scheduled)."""
+        self._set_frozen(True)
+        try:
+            yield
+        finally:
+            self._set_frozen(False)
+
+    def kill(self, wait_s: float = 10.0) -> None:
+        """Kill every process of the group and wait until none is left."""
+        deadline = time.monotonic() + wait_s
+        while (pids := self.pids()) and time.monotonic() < deadline:
+            self._set_frozen(True, 1.0)
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            self._set_frozen(False, 1.0)  # a frozen process does not die until thawed
+            time.sleep(0.02)
+
+    # ------------------------------------------------------------------ accounting
+    def usage(self) -> dict:
+        """What the group used so far: peak memory (MB), OOM kills, CPU seconds, times a fork was refused."""
+        def field(text: str, key: str) -> int:
+            for line in text.splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[0] == key:
+                    return int(parts[1])
+            return 0
+
+        if self.version == 1:
+            peak = int(self._read("memory", "memory.max_usage_in_bytes") or 0)
+            ooms = field(self._read("memory", "memory.oom_control"), "oom_kill")
+            cpu = int(self._read("cpuacct", "cpuacct.usage") or 0) / 1e9
+            refused = field(self._read("pids", "pids.events"), "max")
+        else:
+            peak = int(self._read("unified", "memory.peak") or 0)
+            ooms = field(self._read("unified", "memory.events"), "oom_kill")
+            cpu = field(self._read("unified", "cpu.stat"), "usage_usec") / 1e6
+            refused = field(self._read("unified", "pids.events"), "max")
+        return {"peak_mb": round(peak / 2**20), "oom_kills": ooms, "cpu_s": round(cpu, 3), "forks_refused": refused}
+
+    def cpu_seconds(self) -> float:
+        """CPU time charged to the group so far (every process of the student, by the kernel)."""
+        if self.version == 1:
+            return int(self._read("cpuacct", "cpuacct.usage") or 0) / 1e9
+        for line in self._read("unified", "cpu.stat").splitlines():
+            if line.startswith("usage_usec "):
+                return int(line.split()[1]) / 1e6
+        return 0.0
+
+    def remove(self) -> None:
+        """Kill what is left and remove the group (and this grader's parent folder once empty)."""
+        self.kill()
+        for d in self.dirs.values():
+            for path in (d, d.parent):
+                try:
+                    path.rmdir()
+                except OSError:
+                    pass
+
+
+class Scratch:
+    """A size-capped tmpfs mounted over a (new, empty) folder; `close()` unmounts it."""
+
+    def __init__(self, path: Path, size_mb: int):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0755,nosuid,nodev",
+                            "speclab-scratch", str(self.path)], capture_output=True, text=True)
+        if r.returncode:
+            raise OSError(f"cannot mount a tmpfs: {r.stderr.strip() or r.returncode}")
+        self.size_mb = size_mb
+
+    def used_mb(self) -> float:
+        st = os.statvfs(self.path)
+        return (st.f_blocks - st.f_bfree) * st.f_frsize / 2**20
+
+    def close(self) -> None:
+        subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def clean_up_after(pid: int, scratches: list[Path]) -> None:
+    """What a grader process `pid` that was killed left behind: its students' groups (every process in
+    them killed) and the scratch tmpfs it mounted at `scratches`."""
+    v = version()
+    tops = ([CGROUP_FS / c / _own_path(c) / f"speclab-{pid}" for c in V1_CONTROLLERS] if v == 1 else
+            [CGROUP_FS / _own_path(None) / f"speclab-{pid}"] if v == 2 else [])
+    for top in tops:
+        for d in sorted(top.glob("*/"), reverse=True) if top.is_dir() else []:
+            group = Group.__new__(Group)
+            group.version, group.dirs = v, ({c: CGROUP_FS / c / _own_path(c) / top.name / d.name
+                                             for c in V1_CONTROLLERS} if v == 1 else {"unified": d})
+            group.remove()
+        try:
+            top.rmdir()
+        except OSError:
+            pass
+    for path in scratches:
+        if os.path.ismount(path):
+            subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+@lru_cache(maxsize=1)
+def available() -> tuple[bool, bool, str]:
+    """(control groups usable, scratch tmpfs mountable, why not, in words) on this machine, by trying."""
+    why = []
+    groups = scratch = False
+    if os.geteuid() != 0:
+        return False, False, "the grader is not root"
+    try:
+        Group("probe", Bounds()).remove()
+        groups = True
+    except OSError as err:
+        why.append(f"no control group per student ({err})")
+    probe = Path(f"/tmp/speclab-scratch-probe-{os.getpid()}")
+    try:
+        Scratch(probe, 1).close()
+        scratch = True
+    except OSError as err:
+        shutil.rmtree(probe, ignore_errors=True)
+        why.append(f"no size-capped scratch ({err})")
+    return groups, scratch, "; ".join(why)

@@ -1,0 +1,162 @@
+"""A student's control group and scratch, with real processes: what one student's code can take is its own.
+
+Each test starts real processes inside a `bounds.Group` (through `join_prefix`, as the sandbox does)
+and reads what the kernel accounts for the group. Nothing here depends on the machine's speed: the
+bounds are enforced by the kernel whatever the load (a quota is an upper bound; a frozen process gets
+no CPU at all).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autograder.sandbox import Limits, Session, capabilities
+from autograder.sandbox.bounds import Bounds, Group, Scratch, available, clean_up_after
+
+GROUPS, MOUNTS, WHY = available()
+pytestmark = pytest.mark.skipif(not GROUPS, reason=f"no control groups here: {WHY}")
+
+HOG = """
+import os, subprocess, sys
+# twenty processes of 100 MB each, every one within a per-process limit, plus files in RAM
+kids = [subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(100 << 20); x[::4096] = b'1' * len(x[::4096]); time.sleep(60)"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(20)]
+with open("/dev/shm/fill", "wb") as f:
+    for _ in range(40):
+        f.write(b"x" * (50 << 20))
+"""
+
+
+def run_in(group: Group, code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(group.join_prefix() + [sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def group():
+    g = Group(f"test-{os.getpid()}-{time.monotonic_ns()}", Bounds(memory_mb=512, processes=64, cpus=0.5))
+    yield g
+    g.remove()
+
+
+def test_processes_started_through_the_prefix_are_counted_in_the_group(group):
+    proc = subprocess.Popen(group.join_prefix() + [sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 10
+        while proc.pid not in group.pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.pid in group.pids()
+    finally:
+        group.kill()
+    assert proc.wait(10) == -9 and group.pids() == set()
+
+
+def test_a_memory_hog_loses_only_its_own_processes(group):
+    """Twenty 100 MB processes and 2 GB written to /dev/shm, against a 512 MB bound: the kernel kills
+    inside the group, the group counts the kills, and a process outside (this test's) is untouched."""
+    shm = "/dev/shm/fill"
+    try:
+        r = run_in(group, HOG)
+    finally:
+        group.kill()
+        if os.path.exists(shm):
+            os.unlink(shm)
+    use = group.usage()
+    assert use["oom_kills"] >= 1, (use, r.returncode, r.stderr[-500:])
+    assert use["peak_mb"] <= 512 + 1
+    assert os.getpid() not in group.pids()
+
+
+def test_a_fork_bomb_stops_at_the_process_bound(group):
+    bomb = ("import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            os.close(1)\n            os.close(2)\n            time.sleep(30)\n"
+            "            os._exit(0)\n        n += 1\nexcept OSError:\n    print(n)\n")
+    try:
+        r = run_in(group, bomb, timeout=60)
+        assert r.returncode == 0 and 0 < int(r.stdout.split()[0]) < 64, r.stderr[-500:]
+        assert group.usage()["forks_refused"] >= 1
+    finally:
+        group.kill()
+
+
+def test_cpu_helpers_get_at_most_the_quota(group):
+    """Four busy processes for 2 s of wall time in a group of half a core: the kernel charges them at most
+    about half a core (quota 0.5 s per second; one CFS period of slack)."""
+    burn = ("import multiprocessing as mp, time\n"
+            "def spin():\n    end = time.monotonic() + 2\n    while time.monotonic() < end:\n        pass\n"
+            "if __name__ == '__main__':\n    ps = [mp.Process(target=spin) for _ in range(4)]\n"
+            "    [p.start() for p in ps]\n    [p.join() for p in ps]\n")
+    before, t0 = group.cpu_seconds(), time.monotonic()
+    run_in(group, burn)
+    used, wall = group.cpu_seconds() - before, time.monotonic() - t0
+    assert used <= 0.5 * wall + 0.2, (used, wall)
+
+
+def test_a_frozen_group_gets_no_cpu(group):
+    proc = subprocess.Popen(group.join_prefix() + [sys.executable, "-c", "while True:\n    pass"])
+    try:
+        time.sleep(0.5)
+        with group.frozen():
+            before = group.cpu_seconds()
+            time.sleep(1.0)
+            during = group.cpu_seconds() - before
+        assert during < 0.01, during
+        before = group.cpu_seconds()
+        time.sleep(1.0)
+        assert group.cpu_seconds() - before > 0.05  # thawed: it runs again
+    finally:
+        group.kill()
+        proc.wait(10)
+
+
+@pytest.mark.skipif(not MOUNTS, reason=f"cannot mount a tmpfs here: {WHY}")
+def test_a_disk_filler_stops_at_the_scratch_size(tmp_path, group):
+    scratch = Scratch(tmp_path / "student", 64)
+    try:
+        code = (f"import os\ntry:\n    for i in range(100):\n        with open('{scratch.path}/f%d' % i, 'wb') as f:\n"
+                f"            f.write(b'x' * (16 << 20))\nexcept OSError as err:\n    print(err.errno)\n")
+        r = run_in(group, code)
+        assert r.stdout.split() == ["28"], r.stderr[-500:]  # ENOSPC
+        assert 60 <= scratch.used_mb() <= 64
+        assert group.usage()["peak_mb"] >= 60  # the tmpfs pages are charged to the writer's group
+    finally:
+        scratch.close()
+    assert not os.path.ismount(tmp_path / "student")
+
+
+def test_a_sandbox_session_runs_inside_the_group(tmp_path, group):
+    caps = capabilities()
+    if not caps.ok:
+        pytest.skip("no sandbox here")
+    scratch = tmp_path / "s"
+    scratch.mkdir()
+    s = Session([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"], scratch, scratch,
+                {"PATH": os.environ["PATH"]}, Limits(), uid=None if not caps.root else 250_123, caps=caps,
+                group=group)
+    try:
+        assert s.proc.stdout.readline().strip() == b"up"
+        assert group.pids(), "the sandbox's processes are not in the student's group"
+    finally:
+        s.close()
+
+
+def test_a_killed_grader_leaves_no_group_and_no_mount(tmp_path):
+    """A grader process killed mid-grading (its limit): clean_up_after removes its groups, with the
+    processes in them, and unmounts its scratch."""
+    mount = tmp_path / "scratch"
+    code = ("import sys, subprocess, time\nsys.path.insert(0, %r)\n"
+            "from autograder.sandbox.bounds import Bounds, Group, Scratch\n"
+            "g = Group('student', Bounds())\nScratch(%r, 16)\n"
+            "subprocess.Popen(g.join_prefix() + ['sleep', '60'])\nprint('ready', flush=True)\ntime.sleep(60)\n"
+            % (os.getcwd(), str(mount)))
+    grader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert grader.stdout.readline().strip() == b"ready"
+    grader.kill()
+    grader.wait()
+    assert os.path.ismount(mount) == MOUNTS
+    clean_up_after(grader.pid, [mount])
+    assert not os.path.ismount(mount)
+    leftovers = subprocess.run(["pgrep", "-f", "^sleep 60$"], capture_output=True, text=True).stdout.split()
+    assert not leftovers or all(not os.path.exists(f"/proc/{p}") for p in leftovers)
