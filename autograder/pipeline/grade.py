@@ -80,6 +80,18 @@ class StudentBounds:
         except OSError:
             self.close()
             raise
+        self.peak_mb = [0.0] * len(self.scratches)  # what each scratch held at most (nbgrader may delete it all)
+        self._done = threading.Event()
+        if self.scratches:
+            threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.25):
+            for i, s in enumerate(self.scratches):
+                try:
+                    self.peak_mb[i] = max(self.peak_mb[i], s.used_mb())
+                except OSError:
+                    pass
 
     def notes(self) -> list[str]:
         """What the student went over, in words it reads on its page."""
@@ -94,8 +106,8 @@ class StudentBounds:
             if use["forks_refused"]:
                 out.append(f"your code tried to run more than {b.processes} processes and threads at once; "
                            f"{use['forks_refused']} were refused")
-        for s in self.scratches:
-            if s.used_mb() >= 0.98 * s.size_mb:
+        for i, s in enumerate(self.scratches):
+            if max(self.peak_mb[i], s.used_mb()) >= 0.98 * s.size_mb:
                 out.append(f"your code filled its folder's {s.size_mb} MB: writes after that failed "
                            f"(No space left on device)")
         return out
@@ -109,6 +121,8 @@ class StudentBounds:
             self.group.kill()
 
     def close(self) -> None:
+        if hasattr(self, "_done"):
+            self._done.set()
         if self.group is not None:
             self.group.remove()
             self.group = None
@@ -243,9 +257,8 @@ def _grade_untimed(cfg: Config, layout: dict, student: str, folder: Path, slot: 
                                                                 limits.notebook_timeout_s).items() if g in unjudged})
             scores[name], notes = results.lower_of(name, scores[name], opinions, set(judged), set(deferred))
             problems += notes + results.timing_notes(name, undecided.get(name, {}))
-            for g in sorted(timed & set(layout[name])):  # nothing to time in a cell that scored nothing
-                if scores[name][g] > 0:
-                    undecided.setdefault(name, {})[g] = [results.TIMED_LATER]
+            for g in sorted(timed & set(layout[name])):  # a cell that scored nothing is judged for its message
+                undecided.setdefault(name, {})[g] = [results.TIMED_LATER]
             # a leaderboard's figures: only of cells with all their points on a clear timing
             kept = {g: v for g, v in measured.items()
                     if scores[name].get(g, 0) >= layout[name][g] and g not in undecided.get(name, {})}
