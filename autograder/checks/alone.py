@@ -1,9 +1,10 @@
 """Checks side by side in one grader process, and the sections of a check that must run alone.
 
-The pipeline grades several students at once in threads of one process, and the grader's own
-verdict (autograder/pipeline/judge.py) runs each student's checks in that process. Most of a check
-is waiting for the student's sandbox to answer, so two students' checks may overlap: each
-holds `SECTIONS.shared()` for its whole run. Two kinds of section may not overlap anything:
+The pipeline grades each student in a grader process of its own (autograder/pipeline/grade.py), so the
+sections below are alone among that student's checks; a process may still run checks in several
+threads (an audit, a test), and a notebook runs them in its kernel. Most of a check is waiting for the
+student's sandbox to answer, so two checks may overlap: each holds `SECTIONS.shared()` for its whole
+run. Two kinds of section may not overlap anything:
 
 - a timed section (autograder/checks/timing.py): another thread holding the GIL while a
   baseline is timed would slow the baseline, not the student;
@@ -15,9 +16,8 @@ Such a section is written `with alone():`. It waits until no other thread's chec
 grader-side code (a thread that holds `shared()` itself gives it up while it waits, so two
 threads asking at once cannot deadlock), and no check runs grader-side code while it waits or
 runs. A check waiting for its student's sandbox to answer (autograder/pipeline/judge.py) does not
-count: it gives its share up for the wait (`released()`), so one student's timing waits for
-milliseconds of another's statistics, not for the minute its student's decoder takes. In a
-notebook, where no grader shares the process, `alone()` costs one uncontended lock.
+count: it gives its share up for the wait (`released()`). In a notebook, where no grader shares the
+process, `alone()` costs one uncontended lock.
 """
 from __future__ import annotations
 

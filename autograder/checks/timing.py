@@ -4,12 +4,14 @@ Notation: see the `speclab` package docstring.
 
 A timed check compares a student's code with a baseline timed alongside it. Three rules:
 
-1. **One student timed at a time.** A timed section runs with no other check of the grader's
-   process beside it (``alone()``, autograder/checks/alone.py), and workers grading in parallel share one lock file
-   (``SPECLAB_TIMING_LOCK``, set by the grading pipeline to a file in its output folder);
-   a timed section holds it (``fcntl.flock``), so two students' timings never overlap. A
-   section that cannot get the lock within ``LOCK_WAIT_S`` (a notebook holding it forever)
-   times anyway and says so.
+1. **One student timed at a time.** The grading pipeline judges timed cells (checks that declare
+   ``timed = True``) after every student's untimed checks, one student at a time, in a grader process of
+   that student's own (autograder/pipeline/grade.py, ``time_student``): no other student's process exists
+   while a timed section runs, and the student's own sandbox is frozen while a baseline is timed
+   (``pausing``/``student_paused``). Within a process a timed section runs with no other check beside it
+   (``alone()``, autograder/checks/alone.py). Where several graders share a machine outside the pipeline,
+   ``SPECLAB_TIMING_LOCK`` may name a lock file (``fcntl.flock``) private to them; a section that cannot
+   get it within ``LOCK_WAIT_S`` times anyway and says so.
 2. **Paired rounds.** Each round calls the baseline and every candidate once, in turn; a
    round gives one ratio per candidate (baseline time / candidate time), so a slow-down of
    the machine during a round hits both sides of its ratio.
@@ -21,8 +23,7 @@ A timed check compares a student's code with a baseline timed alongside it. Thre
    more rounds while the time budget lasts. Still inconclusive at the end: the check passes
    and says so with ``undecided(note)``: the line is printed (the notebook's output shows it)
    and, where the grader runs the check (autograder/pipeline/judge.py, inside ``recording()``),
-   recorded. The class run then grades that student again, alone, at its end; a cell whose
-   timing is still unclear has its points held, neither given nor taken
+   recorded. A cell whose timing is unclear has its points held, neither given nor taken
    (autograder/pipeline/results.py, ``hold_pending``), until ``--retime`` times it again. The
    student's feedback, grades.csv (timing and pending columns) and the class summary name it.
 
