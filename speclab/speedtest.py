@@ -17,9 +17,16 @@ False failures: for code whose per-round ratio has median at least the bar, the 
 ``ALPHA_CLAUSE = sum(LOOK_ALPHAS)`` (Bonferroni); ``power(theta)`` is the exact probability of a
 fail verdict when each round falls below the bar with probability theta (scipy.stats.binom).
 
+Timings that cannot be bought: every call of a student's code gets inputs it has not seen before
+(`paired_rounds`' ``each_round`` hook draws them outside the clock), so nothing computed before the
+clock started can answer it, and every output is checked (Lab 1: against its call's own law, by the
+grader; Lab 2: against the course's greedy tokens, here). The grader's ``around`` hook pauses the
+student's sandbox while a baseline of its own is timed.
+
 The grader (autograder/checks/timing.py) runs the very functions of this module, adding only its
-lock (one student timed at a time) and the check of every timed output; a notebook runs them
-as they are, so the verdict it prints is the one the grader would give on the same machine.
+lock (one student timed at a time), the pause, hidden seeds and the check of every Lab 1 output; a
+notebook runs them as they are, so the verdict it prints is the one the grader would give on the
+same machine.
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ import math
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, ContextManager, Sequence
 
 import numpy as np
 from scipy import stats
@@ -43,7 +50,7 @@ ALPHA_CLAUSE = sum(LOOK_ALPHAS)  # 1.23 % per timed clause
 BATCH_BAR = 30.0  # per-row speed-up required (a correct vectorised sampler measures about 100x)
 BATCH_ROWS, LOOP_ROWS = 50000, 500  # rows of one timed batch call; rows of one baseline loop
 BATCH_BUDGET_S = 10.0  # seconds of timed rounds after which no new look starts
-BATCH_PAIR = (np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1]))  # (p, q) of every timed row
+BATCH_PAIR = (np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1]))  # (p, q), relabelled each round
 
 # Lab 2: the speculative decoder against the course's autoregressive baseline
 DECODE_BAR_CPU = 1.3  # best-k speed-up required on a CPU
@@ -54,7 +61,9 @@ DECODE_NEW = 128  # tokens generated per timed call
 VERIFY_CALLS = 16  # forwards per timed call when measuring c_verify(k)
 DECODE_BUDGET_S = 45.0  # seconds of timed rounds after which no new look starts
 DECODE_HARD_LIMIT_S = 150.0  # never time longer
-DECODE_PROMPT = {"n_windows": 1, "length": 32, "seed": 5}  # speclab.data.shipped_windows(**DECODE_PROMPT)[0]
+DECODE_PROMPT = {"n_windows": 1, "length": 32, "seed": 5}  # the notebook sweep's prompt; never a timed one
+DECODE_POOL = {"n_windows": 32, "length": 512, "seed": 7}  # shipped windows the timed prompts are cut from
+DECODE_POOL_SEED = 11  # which cuts a notebook's speed test takes; the grader draws its own seed (hidden.py)
 
 
 def thresholds(n: int, alpha: float = ALPHA_LOOK) -> tuple[int, int]:
@@ -135,7 +144,8 @@ class Rounds:
 
 def paired_rounds(fns: Sequence[Callable[[], object]], labels: Sequence[str], decide: Callable[[Rounds], bool],
                   budget_s: float, device=None, looks: Sequence[int] = LOOKS, hard_limit_s: float | None = None,
-                  section: Callable[[], object] | None = None) -> Rounds:
+                  section: Callable[[], object] | None = None, each_round: Callable[[int], None] | None = None,
+                  around: Callable[[str], ContextManager] | None = None) -> Rounds:
     """Time ``fns`` round-robin, after one warm-up round, inside ``section()`` (a context manager
     yielding a note; the grader's is its lock); after each look call ``decide(rounds)`` and stop
     when it returns True (a clear verdict), at the last look, or at the first look after
@@ -143,24 +153,40 @@ def paired_rounds(fns: Sequence[Callable[[], object]], labels: Sequence[str], de
     give a verdict) unless ``hard_limit_s`` (default 3 * budget_s) runs out first; a look cut short
     by it is the last one.
 
+    Two hooks, never timed. ``each_round(i)`` runs before round i (0 is the warm-up, then 1, 2, ...):
+    it gives the round fresh inputs. ``around(label)`` gives a context manager for each timed call:
+    it is entered before the clock starts and left after it stops (the grader's pauses the
+    student's sandbox while a baseline of its own runs, autograder.checks.timing.student_paused).
+
     The grader (a ``section`` given) times on the real clock, always; a notebook's call (no section)
     times through speclab's stopwatch seam (`speclab.clock.stopwatch()`, the real clock unless a test
     feeds adversarial timings, tests/book/test_measuring_pages.py), so its page is tested like any other."""
     from .clock import stopwatch, wall_time
 
+    if len(fns) != len(labels):
+        raise ValueError(f"{len(fns)} functions and {len(labels)} labels: one label per function")
     if section is not None:
         clock = wall_time  # the grader: never a test's fake stopwatch
     else:
         clock = stopwatch()
     hard = 3 * budget_s if hard_limit_s is None else hard_limit_s
+
+    def one_round(i: int) -> list[float]:
+        if each_round is not None:
+            each_round(i)
+        times = []
+        for fn, label in zip(fns, labels):
+            with around(label) if around is not None else nullcontext():
+                times.append(clock(fn, device))
+        return times
+
     with (section() if section is not None else nullcontext("")) as note:
-        for fn in fns:
-            clock(fn, device)
+        one_round(0)
         rounds = Rounds(list(labels), [], note or "")
         start = time.monotonic()
         for look in looks:
             while len(rounds.times) < look and time.monotonic() - start <= hard:
-                rounds.times.append([_positive(clock(fn, device)) for fn in fns])
+                rounds.times.append([_positive(t) for t in one_round(len(rounds.times) + 1)])
             elapsed = time.monotonic() - start
             if decide(rounds) or elapsed > budget_s or elapsed > hard:
                 break
@@ -212,27 +238,45 @@ class SpeedResult:
 
 
 def batch_speedup(batch_fn: Callable, budget_s: float = BATCH_BUDGET_S, section=None,
-                  on_output: Callable[[object], None] | None = None, seed: int = 3) -> SpeedResult:
-    """Lab 1's speed test: rounds of one call of batch_fn on BATCH_ROWS copies of BATCH_PAIR and
-    one `draws_loop` over LOOP_ROWS of them; a round's ratio is the loop's per-row time over the
-    batch's. Stops at the first look with a clear verdict. `on_output` receives every timed output
-    (the grader checks each one after the timing)."""
+                  on_output: Callable[[object, np.ndarray, np.ndarray], None] | None = None, seed: int = 3,
+                  relabel_seed: int = 4, around: Callable[[str], ContextManager] | None = None) -> SpeedResult:
+    """Lab 1's speed test: rounds of one call of batch_fn on BATCH_ROWS copies of a pair and one
+    `draws_loop` over LOOP_ROWS of them; a round's ratio is the loop's per-row time over the
+    batch's. Stops at the first look with a clear verdict.
+
+    Each round (the warm-up too) relabels the vocabulary afresh, outside the clock: a random
+    permutation perm, from a generator of its own (`relabel_seed`; never `rng`, the generator
+    batch_fn is handed), gives the round's pair (p[perm], q[perm]) of BATCH_PAIR, for the batch
+    call and the loop alike. A relabelling changes neither the acceptance rate nor the work of a
+    row, so the cost is the same in every round, but the law of the tokens changes: answers drawn
+    before the clock started are answers to another round's pair. `on_output(out, p, q)` receives
+    every output of batch_fn (the warm-up's and each timed call's) with the pair its rows copy (the
+    grader checks each one after the timing). `around` is `paired_rounds`' hook; the batch call's
+    label is "batch", the loop's "loop"."""
     p, q = BATCH_PAIR
     rng = np.random.default_rng(seed)
-    big_p, big_q = np.tile(p, (BATCH_ROWS, 1)), np.tile(q, (BATCH_ROWS, 1))
-    small_p, small_q = big_p[:LOOP_ROWS], big_q[:LOOP_ROWS]
+    relabel = np.random.default_rng(relabel_seed)
+    now: dict = {}  # the round's pair and its rows
     outputs: list = []
+
+    def new_pair(_round: int) -> None:
+        perm = relabel.permutation(len(p))
+        now["p"], now["q"] = p[perm], q[perm]
+        now["big_p"], now["big_q"] = np.tile(now["p"], (BATCH_ROWS, 1)), np.tile(now["q"], (BATCH_ROWS, 1))
+        now["small_p"], now["small_q"] = now["big_p"][:LOOP_ROWS], now["big_q"][:LOOP_ROWS]
+
+    def batch() -> None:
+        outputs.append((batch_fn(now["big_p"], now["big_q"], rng), now["p"], now["q"]))
 
     def per_row(r: Rounds) -> list[float]:  # (loop time / loop rows) / (batch time / batch rows)
         return [x * BATCH_ROWS / LOOP_ROWS for x in r.ratios("loop", "batch")]
 
-    rounds = paired_rounds([lambda: outputs.append(batch_fn(big_p, big_q, rng)),
-                            lambda: draws_loop(small_p, small_q, rng)],
+    rounds = paired_rounds([batch, lambda: draws_loop(now["small_p"], now["small_q"], rng)],
                            ["batch", "loop"], lambda r: verdict(per_row(r), BATCH_BAR) != "inconclusive",
-                           budget_s, section=section)
+                           budget_s, section=section, each_round=new_pair, around=around)
     if on_output is not None:
-        for out in outputs:
-            on_output(out)
+        for out, pair_p, pair_q in outputs:
+            on_output(out, pair_p, pair_q)
     ratios = per_row(rounds)
     return SpeedResult(ratios, BATCH_BAR, verdict(ratios, BATCH_BAR), rounds.lock_note)
 
@@ -248,35 +292,102 @@ def predicted_with_catch_up(alpha: float, k: int, c: float, c_verify: float) -> 
     return float(tokens / ((k + alpha**k) / c + c_verify))
 
 
-def decoder_speedup(speculative_decode: Callable, target, draft, prompt=None, ks: Sequence[int] = K_GRID,
-                    n_new: int = DECODE_NEW, budget_s: float = DECODE_BUDGET_S,
-                    hard_limit_s: float = DECODE_HARD_LIMIT_S, section=None) -> tuple[SpeedResult, SpeedResult]:
+def decode_prompts(n: int, seed: int = DECODE_POOL_SEED, length: int | None = None) -> list:
+    """n distinct prompts of `length` tokens (default DECODE_PROMPT's), for the timed calls of Lab 2's
+    speed test: cuts at random offsets of the shipped windows DECODE_POOL (32 windows of 512 bytes,
+    15,392 cuts of 32 bytes), none equal to the notebook sweep's prompt. `seed` picks the cuts (CPU
+    tensors, in the order drawn)."""
+    from .data import shipped_windows
+
+    length = DECODE_PROMPT["length"] if length is None else length
+    pool = shipped_windows(**DECODE_POOL)
+    offsets = pool.shape[1] - length + 1
+    seen = {tuple(shipped_windows(**DECODE_PROMPT)[0].tolist())}
+    out = []
+    for cut in np.random.default_rng(seed).permutation(pool.shape[0] * offsets):
+        window, start = divmod(int(cut), offsets)
+        prompt = pool[window, start:start + length].clone()
+        key = tuple(prompt.tolist())
+        if key not in seen:  # the same bytes may occur twice in the text
+            seen.add(key)
+            out.append(prompt)
+            if len(out) == n:
+                return out
+    raise ValueError(f"{n} distinct prompts of length {length} asked for; the shipped windows hold {len(out)}")
+
+
+def _alpha_counts(answer, k: int) -> tuple[int, int]:
+    """(accepted, verified) drafts of one greedy run, from the accepted counts its (tokens, accepted)
+    answer reports; its last step may be cut short and is left out. (0, 0) for an answer that is no
+    such pair (the output check then names the fault)."""
+    try:
+        _, accepted = answer
+        counts = [min(max(int(a), 0), k) for a in accepted]
+    except (TypeError, ValueError, OverflowError):
+        return 0, 0
+    full = counts[:-1] or counts
+    return sum(full), sum(min(a + 1, k) for a in full)
+
+
+def _new_tokens(out) -> list[int] | None:
+    """The tokens of a decoder's (tokens, accepted) answer, or None when it is no such pair."""
+    try:
+        tokens, _ = out
+        return [int(t) for t in tokens]
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def decoder_speedup(speculative_decode: Callable, target, draft, prompt_seed: int = DECODE_POOL_SEED,
+                    ks: Sequence[int] = K_GRID, n_new: int = DECODE_NEW, budget_s: float = DECODE_BUDGET_S,
+                    hard_limit_s: float = DECODE_HARD_LIMIT_S, section=None,
+                    around: Callable[[str], ContextManager] | None = None) -> tuple[SpeedResult, SpeedResult]:
     """Lab 2's speed test: (speed-up against the bar, measured / predicted against THEORY_FRACTION).
 
     Paired rounds of the course baseline (greedy `speclab.sampling.generate` with the target), the
     same with the draft (their ratio is the round's c), the decoder at every k, and loops of
     VERIFY_CALLS cached target forwards over 1 and k + 1 tokens (the round's c_verify(k)). Each
     round and k gives a speed-up (baseline time / decoder time) and its ratio to the prediction
-    from the run's alpha (one untimed greedy decode per k) and that round's costs. Each clause
-    passes if some k passes clearly and fails only if every k fails clearly."""
+    from that call's own alpha (from the accepted counts it returns) and that round's costs. Each
+    clause passes if some k passes clearly and fails only if every k fails clearly.
+
+    Every call of the decoder (the warm-up's too) gets a prompt no earlier call got: before each
+    round, outside the clock, each k takes the next of `decode_prompts(..., prompt_seed)`; the
+    baselines run on the first k's prompt. A decoder that keeps the answers of earlier calls has no
+    answer to give. After the rounds every output must be the target's greedy tokens on its prompt
+    (the baseline's tokens, or the same `generate` run untimed for the other k): else an
+    AssertionError, whatever the timings. `around` is `paired_rounds`' hook; the decoder's labels
+    are "k=3", "k=4", ..."""
     import torch
 
-    from .data import shipped_windows
     from .measure import forward_step_fns
     from .sampling import generate
 
-    if prompt is None:
-        prompt = shipped_windows(**DECODE_PROMPT)[0].to(target.device)
     bar = DECODE_BAR_CPU if target.device.type == "cpu" else DECODE_BAR_CUDA
     if target.device.type == "cpu":
         torch.set_num_threads(1)  # one thread: stable ratios on a shared machine
-    alphas = {}
-    for k in ks:  # alpha of each k from one untimed greedy run (deterministic); the last step may be cut short
-        _, acc = speculative_decode(target, draft, prompt, n_new, k, temperature=0.0)
-        full = [int(a) for a in acc[:-1]] or [int(a) for a in acc]
-        verified = sum(min(a + 1, k) for a in full)
-        alphas[k] = sum(full) / verified if verified else 0.0
+    ks = list(ks)
+    pool = [pr.to(target.device) for pr in decode_prompts((max(LOOKS) + 1) * len(ks), prompt_seed)]
     tf = forward_step_fns(target, [1] + [k + 1 for k in ks], context_len=64)
+    now = {"round": 0}
+    prompts: dict = {}  # (round, k) -> the prompt of that call
+    answers: dict = {}  # (round, k) -> what the decoder returned
+    greedy: dict = {}  # round -> the baseline's new tokens
+
+    def new_prompts(i: int) -> None:
+        now["round"] = i
+        for j, k in enumerate(ks):
+            prompts[i, k] = pool[i * len(ks) + j]
+
+    def baseline() -> None:
+        pr = prompts[now["round"], ks[0]]
+        greedy[now["round"]] = generate(target, pr[None], n_new, temperature=0)[0, pr.numel():]
+
+    def decode(k: int) -> Callable[[], None]:
+        def run() -> None:
+            i = now["round"]
+            answers[i, k] = speculative_decode(target, draft, prompts[i, k], n_new, k, temperature=0.0)
+        return run
 
     def loop(fn):
         def run():
@@ -284,11 +395,16 @@ def decoder_speedup(speculative_decode: Callable, target, draft, prompt=None, ks
                 fn()
         return run
 
-    fns = [lambda: generate(target, prompt[None], n_new, temperature=0),
-           lambda: generate(draft, prompt[None], n_new, temperature=0)]
-    fns += [lambda k=k: speculative_decode(target, draft, prompt, n_new, k, temperature=0.0) for k in ks]
+    fns = [baseline, lambda: generate(draft, prompts[now["round"], ks[0]][None], n_new, temperature=0)]
+    fns += [decode(k) for k in ks]
     fns += [loop(f) for f in tf.values()]
     labels = ["baseline", "draft baseline"] + [f"k={k}" for k in ks] + [f"target T={t}" for t in tf]
+
+    def counts(rounds: Rounds, k: int) -> list[tuple[int, int]]:  # timed round r is round r + 1 (0: warm-up)
+        return [_alpha_counts(answers.get((r + 1, k)), k) for r in range(len(rounds.times))]
+
+    def alphas(rounds: Rounds, k: int) -> list[float]:
+        return [a / v if v else 0.0 for a, v in counts(rounds, k)]
 
     def per_round(rounds: Rounds) -> tuple[dict, dict]:
         speed = {k: rounds.ratios("baseline", f"k={k}") for k in ks}
@@ -296,7 +412,8 @@ def decoder_speedup(speculative_decode: Callable, target, draft, prompt=None, ks
         theory = {}
         for k in ks:
             v = [max(1.0, x) for x in rounds.ratios(f"target T={k + 1}", "target T=1")]  # < 1 is noise
-            theory[k] = [s / predicted_with_catch_up(alphas[k], k, ci, vi) for s, ci, vi in zip(speed[k], c, v)]
+            theory[k] = [s / predicted_with_catch_up(a, k, ci, vi)
+                         for s, a, ci, vi in zip(speed[k], alphas(rounds, k), c, v)]
         return speed, theory
 
     def verdicts(rounds: Rounds) -> tuple[str, str]:
@@ -305,15 +422,40 @@ def decoder_speedup(speculative_decode: Callable, target, draft, prompt=None, ks
                 combine([verdict(theory[k], THEORY_FRACTION) for k in ks]))
 
     rounds = paired_rounds(fns, labels, lambda r: "inconclusive" not in verdicts(r), budget_s, target.device,
-                           hard_limit_s=hard_limit_s, section=section)
+                           hard_limit_s=hard_limit_s, section=section, each_round=new_prompts, around=around)
+    _check_greedy_answers(answers, prompts, greedy, ks[0], lambda pr: generate(target, pr[None], n_new,
+                                                                                temperature=0)[0, pr.numel():])
     speed, theory = per_round(rounds)
     first, second = verdicts(rounds)
     measured = {k: median(speed[k]) for k in ks}
     best_k = max(measured, key=measured.get)
     c = median(rounds.ratios("baseline", "draft baseline"))
     v_best = max(1.0, median(rounds.ratios(f"target T={best_k + 1}", "target T=1")))
-    details = {"measured": measured, "best_k": best_k, "alpha": alphas, "c": c, "c_verify": v_best,
-               "predicted": predicted_with_catch_up(alphas[best_k], best_k, c, v_best),
+    pooled = {}  # accepted / verified drafts over every timed call at k
+    for k in ks:
+        accepted, verified = (sum(x) for x in zip(*counts(rounds, k))) if rounds.times else (0, 0)
+        pooled[k] = accepted / verified if verified else 0.0
+    details = {"measured": measured, "best_k": best_k, "alpha": pooled, "c": c, "c_verify": v_best,
+               "predicted": predicted_with_catch_up(pooled[best_k], best_k, c, v_best),
                "theory_ratio": {k: median(r) for k, r in theory.items()}, "rounds": len(rounds.times)}
     return (SpeedResult(speed[best_k], bar, first, rounds.lock_note, details),
             SpeedResult(theory[best_k], THEORY_FRACTION, second, rounds.lock_note, details))
+
+
+def _check_greedy_answers(answers: dict, prompts: dict, greedy: dict, first_k: int, generate_new) -> None:
+    """Every answer of the decoder is the target's greedy tokens on its call's prompt: the baseline's
+    tokens of its round for the first k, the course's `generate` (untimed, now) for the others."""
+    for (i, k), answer in sorted(answers.items()):
+        want = greedy[i] if k == first_k else generate_new(prompts[i, k])
+        want = [int(t) for t in want]
+        got = _new_tokens(answer)
+        when = "the warm-up call" if i == 0 else f"timed round {i}"
+        if got is None:
+            raise AssertionError(f"speculative_decode in {when} (k={k}): expected (tokens, accepted), got "
+                                 f"{type(answer).__name__}")
+        if got != want:
+            at = next((j for j, (x, y) in enumerate(zip(got, want)) if x != y), min(len(got), len(want)))
+            raise AssertionError(
+                f"speculative_decode in {when} (k={k}): expected the target's greedy tokens on that call's prompt "
+                f"(each timed call gets a prompt of its own), got tokens that differ from new token {at} on "
+                f"(lengths {len(got)}, {len(want)})")

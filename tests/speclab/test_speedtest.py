@@ -31,11 +31,105 @@ def test_batch_speedup_hands_every_timed_output_over_and_decides_a_clear_case():
     def instant(p, q, rng):
         return np.zeros(len(p), dtype=np.int64)
 
-    result = speedtest.batch_speedup(instant, budget_s=5.0, on_output=seen.append)
+    result = speedtest.batch_speedup(instant, budget_s=5.0, on_output=lambda out, p, q: seen.append(out))
     assert result.verdict == "pass" and len(result.ratios) == speedtest.LOOKS[0]
     assert len(seen) == len(result.ratios) + 1  # the warm-up call and every timed call
     assert all(out.shape == (speedtest.BATCH_ROWS,) for out in seen)
     assert "the grader would give the point(s)" in result.summary("x")
+
+
+# ----------------------------------------------------------------------------- the hooks
+def test_each_round_and_around_run_in_order_and_outside_the_clock():
+    """each_round(i) runs before round i (0: the warm-up), around(label) is entered before the clock
+    starts and left after it stops: a fake stopwatch writes start and stop into the same log, and
+    returns 1 s, so a hook's own time could never show in the times either."""
+    from contextlib import contextmanager
+
+    from speclab.clock import use_stopwatch
+
+    log = []
+
+    def stopwatch(fn, device=None):
+        log.append("start")
+        fn()
+        log.append("stop")
+        return 1.0
+
+    @contextmanager
+    def paused(label):
+        log.append(f"enter {label}")
+        yield
+        log.append(f"exit {label}")
+
+    with use_stopwatch(stopwatch):
+        rounds = speedtest.paired_rounds([lambda: log.append("a"), lambda: log.append("b")], ["a", "b"],
+                                         lambda r: True, budget_s=60, each_round=lambda i: log.append(f"round {i}"),
+                                         around=paused)
+    one = ["enter a", "start", "a", "stop", "exit a", "enter b", "start", "b", "stop", "exit b"]
+    n = speedtest.LOOKS[0]
+    assert log == [x for i in range(n + 1) for x in [f"round {i}"] + one]
+    assert rounds.times == [[1.0, 1.0]] * n
+
+
+def test_paired_rounds_without_hooks_time_as_before():
+    from speclab.clock import use_stopwatch
+
+    calls = []
+    with use_stopwatch(lambda fn, device=None: fn() or 0.5):
+        rounds = speedtest.paired_rounds([lambda: calls.append(1)], ["x"], lambda r: True, budget_s=60)
+    assert len(calls) == speedtest.LOOKS[0] + 1 and rounds.column("x") == [0.5] * speedtest.LOOKS[0]
+    with pytest.raises(ValueError, match="one label per function"):
+        speedtest.paired_rounds([lambda: None], ["x", "y"], lambda r: True, budget_s=60)
+
+
+# ----------------------------------------------------------------------------- Lab 1: fresh inputs
+def test_batch_speedup_relabels_the_pair_before_every_call_with_a_generator_of_its_own(monkeypatch):
+    """Each round's pair is BATCH_PAIR under a fresh permutation of its tokens, the same for the batch
+    call, the loop and on_output; the permutations come from relabel_seed, not from the rng handed to
+    the sampler (a sampler that draws a lot from it, or nothing, sees the same pairs)."""
+    p0, q0 = speedtest.BATCH_PAIR
+    loop_pairs = []
+    real_loop = speedtest.draws_loop
+    monkeypatch.setattr(speedtest, "draws_loop", lambda p, q, rng: (loop_pairs.append((p[0], q[0])),
+                                                                    real_loop(p, q, rng)))
+
+    def run(draws: int) -> list:
+        given, handed = [], []
+
+        def sampler(p, q, rng):
+            assert np.all(p == p[0]) and np.all(q == q[0])  # every row a copy of the round's pair
+            given.append((p[0].copy(), q[0].copy()))
+            rng.random(draws)
+            return np.zeros(len(p), dtype=np.int64)
+
+        loop_pairs.clear()
+        speedtest.batch_speedup(sampler, budget_s=5.0, on_output=lambda out, p, q: handed.append((p, q)))
+        assert len(given) == len(handed) == len(loop_pairs) == speedtest.LOOKS[0] + 1  # the warm-up round too
+        for (p, q), (hp, hq), (lp, lq) in zip(given, handed, loop_pairs):
+            assert np.array_equal(p, hp) and np.array_equal(q, hq) and np.array_equal(p, lp) and np.array_equal(q, lq)
+        for p, q in given:  # one permutation of both: p[i] and q[i] stay together
+            perm = np.argsort(p)
+            assert np.array_equal(p[perm], p0) and np.array_equal(q[perm], q0)
+        return [tuple(np.argsort(p)) for p, _ in given]
+
+    relabellings = run(0)
+    assert relabellings == run(100_000)
+    assert len(set(relabellings)) > 1
+
+
+# ----------------------------------------------------------------------------- Lab 2: fresh prompts
+def test_decode_prompts_are_distinct_cuts_of_the_shipped_text_and_never_the_sweeps_prompt():
+    from speclab.data import shipped_windows
+
+    prompts = speedtest.decode_prompts(200)
+    text = [bytes(w.tolist()) for w in shipped_windows(**speedtest.DECODE_POOL)]
+    keys = [bytes(p.tolist()) for p in prompts]
+    assert len(set(keys)) == 200 and all(len(k) == speedtest.DECODE_PROMPT["length"] for k in keys)
+    assert all(any(k in w for w in text) for k in keys)
+    assert bytes(shipped_windows(**speedtest.DECODE_PROMPT)[0].tolist()) not in keys
+    assert [bytes(p.tolist()) for p in speedtest.decode_prompts(200)] == keys  # a seed picks them
+    other = [bytes(p.tolist()) for p in speedtest.decode_prompts(200, seed=12)]
+    assert len(set(keys) & set(other)) < 20  # 200 of 15,392 cuts each: about 2.6 in common by chance
 
 
 @pytest.mark.slow
@@ -66,24 +160,70 @@ def test_cost_model_with_catch_up_worked_by_hand(alpha, k, c, v, want):
     assert speedtest.predicted_with_catch_up(alpha, k, c, v) == pytest.approx(want, rel=1e-12)
 
 
-@pytest.mark.slow
-def test_decoder_speedup_runs_on_its_own_prompt():
-    """The notebook's call, decoder_speedup(decoder, target, draft), builds the grader's prompt itself
-    (speclab.data.heldout_windows(**DECODE_PROMPT)) and returns both clauses; a short run (k = 2,
-    8 tokens) on the shipped pair, with the course's own greedy loop standing in for the decoder."""
+def _plain(t, d, prompt, n_new, k, temperature=0.0):
+    """The course's own greedy loop standing in for a decoder: the right tokens, no speculation (S about 1)."""
+    from speclab.sampling import generate
+
+    new = generate(t, prompt[None], n_new, temperature=0)[0, prompt.numel():].tolist()
+    return new, [0] * n_new
+
+
+@pytest.fixture(scope="module")
+def pair():
     import torch
 
     from speclab.checkpoints import load_pair
-    from speclab.sampling import generate
 
-    target, draft = load_pair(device=torch.device("cpu"), dtype=torch.float32)
+    return load_pair(device=torch.device("cpu"), dtype=torch.float32)
 
-    def plain(t, d, prompt, n_new, k, temperature=0.0):  # not speculative: accepts nothing, S about 1
-        new = generate(t, prompt[None], n_new, temperature=0)[0, prompt.numel():].tolist()
-        return new, [0] * n_new
 
-    speed, theory = speedtest.decoder_speedup(plain, target, draft, ks=(2,), n_new=8, budget_s=0.0,
+@pytest.mark.slow
+def test_decoder_speedup_runs_on_prompts_of_its_own(pair):
+    """The notebook's call, decoder_speedup(decoder, target, draft), cuts its prompts from the shipped
+    text itself (decode_prompts) and returns both clauses; a short run (k = 2, 8 tokens, one look)."""
+    target, draft = pair
+    speed, theory = speedtest.decoder_speedup(_plain, target, draft, ks=(2,), n_new=8, budget_s=0.0,
                                               hard_limit_s=600.0)  # one look, whatever the machine's load
     assert speed.bar == speedtest.DECODE_BAR_CPU and theory.bar == speedtest.THEORY_FRACTION
     assert len(speed.ratios) == speedtest.LOOKS[0] and speed.details["alpha"] == {2: 0.0}
     assert speed.verdict in ("pass", "fail", "inconclusive")
+
+
+@pytest.mark.slow
+def test_a_memoising_decoder_is_never_answered_from_its_memo(pair):
+    """A decoder that keeps every answer, keyed on the prompt alone (greedy tokens do not depend on k), would
+    answer repeated calls in no time. Every call of the speed test (the warm-up's too) gets a prompt no
+    earlier call got, so the memo never answers: no speed to buy. Short run: k = 2 and 3, 8 tokens, one look."""
+    target, draft = pair
+    memo, prompts, hits = {}, [], 0
+
+    def memoising(t, d, prompt, n_new, k, temperature=0.0):
+        nonlocal hits
+        key = bytes(prompt.tolist())
+        prompts.append(key)
+        if key in memo:
+            hits += 1
+        else:
+            memo[key] = _plain(t, d, prompt, n_new, k)
+        return memo[key]
+
+    speed, _ = speedtest.decoder_speedup(memoising, target, draft, ks=(2, 3), n_new=8, budget_s=0.0,
+                                         hard_limit_s=600.0)
+    assert len(prompts) == 2 * (speed.details["rounds"] + 1) and hits == 0
+    assert len(set(prompts)) == len(prompts)  # every prompt differs from all earlier ones
+
+
+@pytest.mark.slow
+def test_a_decoder_that_returns_its_first_answer_again_fails_the_output_check(pair):
+    """Fast and wrong: after its first call it returns that call's answer at once. Its timed outputs are
+    not the target's greedy tokens on their prompts: an AssertionError, whatever the timings."""
+    target, draft = pair
+    first = []
+
+    def replaying(t, d, prompt, n_new, k, temperature=0.0):
+        if not first:
+            first.append(_plain(t, d, prompt, n_new, k))
+        return first[0]
+
+    with pytest.raises(AssertionError, match=r"speculative_decode in timed round 1 \(k=2\): expected the target's"):
+        speedtest.decoder_speedup(replaying, target, draft, ks=(2,), n_new=8, budget_s=0.0, hard_limit_s=600.0)
