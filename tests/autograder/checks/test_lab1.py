@@ -16,7 +16,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from speclab import speedtest
 from autograder.authoring import labs, reference as reference_solution
-from autograder.checks import hidden, lab1 as L
+from autograder.checks import hidden, lab1 as L, timing
 from autograder.checks import stats as S
 from autograder.checks.stats import ExactnessCase, ExactnessFailure, case_false_failure_bound, check_case
 from autograder.audit.mutants import make_submission, namespace, strip_markers
@@ -465,11 +465,24 @@ def test_catalog_exercises_the_guarantee_near_its_edge(mutant, cell, fragment):
     assert S.power_lower_bound(case, alpha, law) >= 0.999
 
 
-@pytest.mark.parametrize("attack", ["garbage_when_timed", "replays_one_answer"])
+def _predrawing(ref):
+    """A batch sampler that buys its timing: its first call (the speed test's warm-up, untimed) draws 40
+    batches for that call's pair, correct draws all of them; every call returns one of them, at once."""
+    stash = []
+
+    def sampler(P, Q, rng):
+        if not stash:
+            stash.extend(ref.speculative_sample_batch(P, Q, rng) for _ in range(40))
+        return stash.pop(0)
+    return sampler
+
+
+@pytest.mark.parametrize("attack", ["garbage_when_timed", "replays_one_answer", "predraws_before_the_clock"])
 def test_speed_check_refuses_outputs_that_skip_the_work(attack):
-    """A batch sampler that spots the timed calls (50,000 rows) and returns zeros fast, or returns one
-    stored answer again, loses the speed point however fast it is: each timed output is tested
-    against p (level 1e-4 per call) and must differ from the others."""
+    """A batch sampler that spots the timed calls (50,000 rows) and returns zeros fast, returns one stored
+    answer again, or returns answers it drew before the clock started, loses the speed point however fast it
+    is: each timed output is tested against its own call's pair (relabelled afresh for each call, level 1e-4
+    per call) and must differ from the others."""
     ref = reference_solution.load("lab1")
     store = {}
 
@@ -480,6 +493,30 @@ def test_speed_check_refuses_outputs_that_skip_the_work(attack):
             store[len(P)] = ref.speculative_sample_batch(P, Q, rng)
         return store[len(P)]
 
-    with pytest.raises(AssertionError, match="timed call"):
-        L.check_batch_speed(cheat)
+    with pytest.raises(AssertionError, match="timed call") as err:
+        L.check_batch_speed(_predrawing(ref) if attack == "predraws_before_the_clock" else cheat)
+    assert not isinstance(err.value, timing.TimingFailure) and err.value.rule is L.R_BATCH_SPEED
     L.check_batch_speed(ref.speculative_sample_batch)  # the honest twin keeps it
+
+
+def test_predrawn_answers_fail_because_the_pair_is_relabelled():
+    """Without the relabelling the pre-drawing sampler would keep the point: its answers are correct, distinct
+    draws of the first call's pair, and pass the output check there. Relabelled, every other pair's law is at
+    total variation >= 0.1 from them, and the check at level SPEED_OUTPUT_ALPHA on 50,000 rows catches that
+    with probability > 1 - 1e-9 (exact bound, scipy.stats.binom via stats.power_lower_bound)."""
+    import itertools
+
+    ref = reference_solution.load("lab1")
+    p, q = speedtest.BATCH_PAIR
+    big_p, big_q = np.tile(p, (speedtest.BATCH_ROWS, 1)), np.tile(q, (speedtest.BATCH_ROWS, 1))
+    sampler, rng = _predrawing(ref), np.random.default_rng(0)
+    check = L._timed_output_checker(speedtest.BATCH_ROWS)
+    for _ in range(8):  # as if every call got the same pair: the answers pass
+        check(sampler(big_p, big_q, rng), p, q)
+    case = ExactnessCase("relabelled", L.exact_law(p, q), speedtest.BATCH_ROWS, None, batched=True)
+    for perm in itertools.permutations(range(len(p))):
+        if perm == tuple(range(len(p))):
+            continue
+        law = L.exact_law(p[list(perm)], q[list(perm)])
+        assert 0.5 * np.abs(law - case.law).sum() >= 0.1 - 1e-12
+        assert S.power_lower_bound(case, L.SPEED_OUTPUT_ALPHA, law) > 1 - 1e-9

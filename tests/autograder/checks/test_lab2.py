@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from autograder.audit import mutants
+from speclab import speedtest
 from autograder.checks import hidden, lab2 as C
 from autograder.checks.stats import case_false_failure_bound, power_lower_bound
 from autograder.audit.mutants.lab2 import MUTANTS
@@ -257,3 +258,95 @@ def test_committed_power_report_states_the_current_cell_notes():
         for cell in report["cells"]:
             if cell.get("kind") == "deterministic":
                 assert cell["note"].startswith(module.DETERMINISTIC_NOTES[cell["grade_id"]]), (name, cell["grade_id"])
+
+
+# ------------------------------------------------------------------------------ timings that cannot be bought
+def _small_timing(monkeypatch):
+    """check_speedup on a short run: k = 2, 8 tokens a call, one look (the output check is what is tested)."""
+    monkeypatch.setattr(C, "K_GRID", (2,))
+    monkeypatch.setattr(C, "TIMING_NEW", 8)
+    monkeypatch.setattr(C, "TIMING_BUDGET_S", 0.0)
+    monkeypatch.setattr(C, "TIMING_HARD_LIMIT_S", 600.0)
+
+
+@pytest.mark.slow
+def test_speedup_check_fails_a_decoder_that_answers_timed_calls_from_its_memo(ref, monkeypatch):
+    """The memoising attack made fast: the first call is decoded, every later call returns that answer at once.
+    Each timed call has a prompt of its own (cut at offsets the grading run's key draws), so the answers are
+    wrong: an AssertionError naming the speed rule, not a timing failure. The student's sandbox is paused
+    while the course's code is timed, never while the decoder runs. The reference passes the same output
+    check (its verdict on 8 tokens is not what is tested)."""
+    from autograder.checks import timing
+    from autograder.checks.timing import TimingFailure
+
+    _small_timing(monkeypatch)
+    first, log = [], []
+
+    def replaying(target, draft, prompt, n_new, k, temperature=0.0):
+        log.append("decoder")
+        if not first:
+            first.append(ref["speculative_decode"](target, draft, prompt, n_new, k, temperature=temperature))
+        return first[0]
+
+    with hidden.keyed(TEST_KEY), timing.pausing(_Pause(log)):
+        with pytest.raises(AssertionError, match="timed round 1") as err:
+            C.check_speedup(replaying)
+        assert not isinstance(err.value, TimingFailure) and err.value.rule is C.R_SPEEDUP
+        # per round: the two baselines, the decoder, the two verify loops; the course's code paused
+        one = ["pause", "resume"] * 2 + ["decoder"] + ["pause", "resume"] * 2
+        assert log == one * (len(log) // len(one)) and len(log) // len(one) == speedtest.LOOKS[0] + 1
+        try:
+            C.check_speedup(ref["speculative_decode"])
+        except TimingFailure:
+            pass
+
+
+class _Pause:
+    """A stand-in for the sandbox's freezer: notes when it pauses and resumes."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __call__(self):
+        from contextlib import contextmanager
+
+        @contextmanager
+        def paused():
+            self.log.append("pause")
+            yield
+            self.log.append("resume")
+        return paused()
+
+
+@pytest.mark.parametrize(("theirs", "passes"), [
+    ([8e9, 8e9, 1e9, 8e9, 8e9], True),  # one slow call of yours: the median does not see it
+    ([2.5e9] * 5, False),  # a factor of 4 below ours
+])
+def test_bandwidth_is_measured_in_turn_with_ours_and_medians_compared(monkeypatch, theirs, passes):
+    """Ours and the student's copy_bandwidth alternate, 5 calls each, ours first, the student's sandbox paused
+    while ours runs; the medians are compared. Ours reads 10 GB/s but once 1 GB/s (a busy moment)."""
+    import speclab.measure
+    from types import SimpleNamespace
+
+    from autograder.checks import timing
+
+    log, ours = [], iter([10e9, 10e9, 1e9, 10e9, 10e9])
+    yours = iter(theirs)
+
+    def course(n_bytes, device=None):
+        log.append("ours")
+        return SimpleNamespace(bytes_per_s=next(ours))
+
+    def student(n_bytes):
+        log.append("yours")
+        return next(yours)
+
+    monkeypatch.setattr(speclab.measure, "copy_bandwidth", course)
+    with timing.pausing(_Pause(log)):
+        if passes:
+            C.check_bandwidth(student)
+        else:
+            with pytest.raises(AssertionError, match="median of 5") as err:
+                C.check_bandwidth(student)
+            assert err.value.rule is C.R_BANDWIDTH
+    assert log == ["pause", "ours", "resume", "yours"] * C.BANDWIDTH_CALLS
