@@ -1,13 +1,18 @@
-"""False failures of Lab 2's speedup check for the reference, measured on a loaded machine.
+"""False failures and false passes of Lab 2's speed-up check on a loaded machine.
 
-    python -m autograder.audit.timing_load [--runs 20] [--workers 2] [--busy 2]
+    python -m autograder.audit.timing_load [--runs 20] [--wrong 5] [--busy 2]
 
-Runs the hidden speedup check (autograder.checks.lab2.check_speedup) on the reference
-decoder `runs` times, `workers` at a time, each in its own interpreter as in a grading
-kernel, all sharing one graders' timing lock file as the pipeline's workers do, while
-`busy` busy-loop processes keep the cores busy (they are always killed at the end).
-Prints one line per grading and the count of false failures (a clear timing verdict
-against the reference).
+Times the hidden speed-up check (autograder.checks.lab2.check_speedup) as the grading pipeline now
+times it: one grading at a time (the class run judges timed cells one student at a time, after
+every untimed check), each in a fresh interpreter, while `busy` outside busy-loop processes keep the
+cores busy (they are always killed at the end). It times the reference `runs` times and each of the
+four slow decoders of the mutant catalogue (autograder/audit/mutants/lab2.py: `recompute_without_cache`,
+`rebuilds_caches`, `verifies_token_by_token`, `never_speculates`) `wrong` times, and prints one line per
+grading, then:
+- the false-failure rate: gradings of the reference that took its points on a clear verdict;
+- the false-pass rate: gradings of a slow decoder that awarded its points (a clear pass; an unclear
+  timing is held pending, never awarded);
+- how many of each were held pending.
 """
 from __future__ import annotations
 
@@ -17,27 +22,27 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BUSY = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+SLOW = ("recompute_without_cache", "rebuilds_caches", "verifies_token_by_token", "never_speculates")
 ONE = """
 import json, sys
-from autograder.authoring import reference
-from autograder.checks import lab2 as C
-from autograder.checks.timing import TimingFailure
-ref = reference.load("lab2")
-try:
-    r = C.check_speedup(ref.speculative_decode)
-    out = {"failed": False, "rounds": r["rounds"], "verdicts": r["verdicts"],
-           "measured": {str(k): round(v, 3) for k, v in r["measured"].items()},
-           "theory_ratio": {str(k): round(v, 3) for k, v in r["theory_ratio"].items()}}
-except TimingFailure as err:
-    out = {"failed": True, "error": str(err)}
+from autograder.audit.mutants import lab2 as M, namespace
+from autograder.checks import lab2 as C, timing
+name = sys.argv[1]
+mutant = None if name == "reference" else next(m for m in M.MUTANTS if m.name == name)
+decode = namespace("lab2", mutant).speculative_decode
+with timing.recording() as notes:
+    try:
+        r = C.check_speedup(decode)
+        out = {"verdict": "undecided" if notes else "pass", "rounds": r["rounds"],
+               "measured": {str(k): round(v, 3) for k, v in r["measured"].items()}}
+    except timing.TimingFailure as err:
+        out = {"verdict": "fail", "error": str(err)}
 print("RESULT " + json.dumps(out))
 """
 
@@ -57,48 +62,60 @@ def busy_loops(n: int, seconds: float = 3600):
             p.wait(timeout=30)
 
 
-def grade_reference(lock: Path, timeout_s: float = 900) -> dict:
-    """One speedup check of the reference in a fresh interpreter holding the shared lock file."""
+def grade(decoder: str, timeout_s: float = 900) -> dict:
+    """One speed-up check of `decoder` ("reference" or a mutant's name) in a fresh interpreter."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    env["SPECLAB_TIMING_LOCK"] = str(lock)
     env.pop("SPECLAB_FAKE_TIMER", None)
+    env.pop("SPECLAB_TIMING_LOCK", None)
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", ONE], env=env, capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run([sys.executable, "-c", ONE, decoder], env=env, capture_output=True, text=True,
+                          timeout=timeout_s)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
         raise RuntimeError(f"the speedup check crashed:\n{proc.stderr[-3000:]}")
     out = json.loads(line[len("RESULT "):])
-    out["seconds"] = round(time.monotonic() - t0, 1)
+    out["decoder"], out["seconds"] = decoder, round(time.monotonic() - t0, 1)
     return out
 
 
-def run(runs: int, workers: int, busy: int, log=print) -> list[dict]:
-    with tempfile.TemporaryDirectory() as tmp, busy_loops(busy):
-        lock = Path(tmp) / "timing.lock"
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            results = []
-            for i, r in enumerate(pool.map(lambda _: grade_reference(lock), range(runs)), 1):
-                results.append(r)
-                what = ("FALSE FAILURE: " + r["error"][:200]) if r["failed"] else (
-                    f"{r['rounds']} rounds, verdicts {r['verdicts']}, speedup {r['measured']}, "
-                    f"measured/predicted {r['theory_ratio']}")
-                log(f"grading {i:2d}/{runs}: {r['seconds']:6.1f} s  {what}")
+def run(runs: int, wrong: int, busy: int, log=print) -> list[dict]:
+    """`runs` gradings of the reference and `wrong` of each slow decoder, interleaved, one at a time."""
+    order = ["reference"] * runs + [m for m in SLOW for _ in range(wrong)]
+    order = [order[i] for i in sorted(range(len(order)), key=lambda i: (i % max(1, runs), i))]  # interleaved
+    results = []
+    with busy_loops(busy):
+        for i, decoder in enumerate(order, 1):
+            r = grade(decoder)
+            results.append(r)
+            what = r.get("error", "")[:160] if r["verdict"] == "fail" else f"{r['rounds']} rounds, speed-up {r['measured']}"
+            log(f"grading {i:2d}/{len(order)} {decoder:24s} {r['seconds']:6.1f} s  {r['verdict']:9s}  {what}")
     return results
+
+
+def rates(results: list[dict]) -> dict:
+    ref = [r for r in results if r["decoder"] == "reference"]
+    slow = [r for r in results if r["decoder"] != "reference"]
+    count = lambda rs, v: sum(r["verdict"] == v for r in rs)  # noqa: E731
+    return {"reference": len(ref), "false_failures": count(ref, "fail"), "reference_pending": count(ref, "undecided"),
+            "slow": len(slow), "false_passes": count(slow, "pass"), "slow_pending": count(slow, "undecided")}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--busy", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=20, help="gradings of the reference")
+    ap.add_argument("--wrong", type=int, default=5, help="gradings of each of the four slow decoders")
+    ap.add_argument("--busy", type=int, default=2, help="outside busy-loop processes")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the busy loops are killed on a kill too
     t0 = time.monotonic()
-    results = run(args.runs, args.workers, args.busy)
-    failed = sum(r["failed"] for r in results)
-    print(f"\nfalse failures of the speedup check for the reference: {failed}/{len(results)} "
-          f"({args.workers} workers, {args.busy} busy loops, load average {os.getloadavg()[0]:.1f}, "
-          f"{time.monotonic() - t0:.0f} s)")
+    results = run(args.runs, args.wrong, args.busy)
+    r = rates(results)
+    print(f"\nunder {args.busy} busy loops, one grading at a time ({time.monotonic() - t0:.0f} s, load average "
+          f"{os.getloadavg()[0]:.1f}):\n"
+          f"  reference: {r['false_failures']}/{r['reference']} false failures (points taken on a clear verdict), "
+          f"{r['reference_pending']}/{r['reference']} held pending\n"
+          f"  slow decoders: {r['false_passes']}/{r['slow']} false passes (points awarded), "
+          f"{r['slow_pending']}/{r['slow']} held pending")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,142 @@
+"""Lab 2's speed points cannot be bought, and a busy machine does not hand them out.
+
+Three notebooks, timed as the class run times them (autograder/pipeline/grade.py: each student's timed
+cells after every untimed check, one student at a time, in a grader process and a verdict sandbox of its
+own) while two outside busy loops keep both cores busy:
+- the reference: keeps its speed-up and bandwidth points (held pending, never taken, if its timing
+  stays unclear);
+- a decoder that does not speculate (the target alone, one token per forward: the baseline's own
+  algorithm) with two helper processes that burn CPU whenever the decoder is not running, that is while
+  the grader times its baseline. Its sandbox is frozen while the baseline runs, so the helpers slow
+  nothing but its own calls: it loses the speed-up points;
+- a decoder that does not speculate and memoises: a call identical to an earlier one is answered from
+  memory. Every timed call gets a prompt it has not seen, so the memo never answers: it loses them too.
+
+The untimed grading is not repeated here (tests/autograder/pipeline/test_isolation.py and the Lab 2
+Gradescope test run it): each notebook's result is written as `grade_untimed` writes one for a notebook
+that passed every untimed cell, its timed cells marked to be timed, and `grade_class --retime`'s timing
+phase judges them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+from autograder.audit.timing_load import busy_loops
+from autograder.pipeline import Config, build_template, grade_class
+from autograder.pipeline import results as R
+from autograder.sandbox.bounds import available
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB = "lab2"
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not available()[0], reason=f"no control groups here: {available()[2]}")]
+
+NOT_SPECULATING = '''
+from speclab.sampling import generate as _generate
+
+_reference_decode = speculative_decode
+
+
+def _target_alone(target, prompt, max_new_tokens):
+    out = _generate(target, prompt[None], max_new_tokens, temperature=0)[0, len(prompt):].tolist()
+    return out, [0] * len(out)  # every step "accepts" nothing and emits one token
+'''
+BURNING = NOT_SPECULATING + '''
+
+import multiprocessing as _mp
+import time as _time
+
+_running = _mp.Value("b", 0)
+
+
+def _burn(running):
+    while True:
+        if running.value:
+            _time.sleep(0.001)
+
+
+_helpers = [_mp.Process(target=_burn, args=(_running,), daemon=True) for _ in range(2)]
+for _h in _helpers:
+    _h.start()
+
+
+def speculative_decode(target, draft, prompt, max_new_tokens, k, temperature=0.0, **kw):
+    if temperature != 0 or kw.get("on_step") is not None or k < 1:
+        return _reference_decode(target, draft, prompt, max_new_tokens, k, temperature=temperature, **kw)
+    _running.value = 1  # the helpers rest while this runs, and burn while the grader times its baseline
+    try:
+        return _target_alone(target, prompt, max_new_tokens)
+    finally:
+        _running.value = 0
+'''
+MEMOISING = NOT_SPECULATING + '''
+
+_memo = {}
+
+
+def speculative_decode(target, draft, prompt, max_new_tokens, k, temperature=0.0, **kw):
+    if temperature != 0 or kw.get("on_step") is not None or k < 1:
+        return _reference_decode(target, draft, prompt, max_new_tokens, k, temperature=temperature, **kw)
+    key = (tuple(prompt.tolist()), max_new_tokens, k)
+    if key not in _memo:
+        _memo[key] = _target_alone(target, prompt, max_new_tokens)
+    return _memo[key]
+'''
+TIMED = ("test_speedup", "test_bandwidth")
+
+
+def notebook(release, code: str | None):
+    from autograder.audit.mutants import make_submission
+
+    nb = make_submission(LAB, release)
+    if code is not None:  # the student's own cell, just before the speed-up's test cell
+        at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test_speedup")
+        nb.cells.insert(at, new_code_cell(code))
+    return nb
+
+
+@pytest.fixture(scope="module")
+def timed(tmp_path_factory):
+    base = tmp_path_factory.mktemp("lab2timing")
+    cfg = Config(LAB, base / "subs", base / "out", ROOT, workers=2)
+    layout = build_template(cfg)
+    release = nbformat.read(cfg.out / "template" / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
+    for student, code in (("reference", None), ("burning", BURNING), ("memoising", MEMOISING)):
+        folder = base / "subs" / student / LAB
+        folder.mkdir(parents=True)
+        nbformat.write(notebook(release, code), folder / f"{LAB}.ipynb")
+        scores = {nb: dict(cells) for nb, cells in layout.items()}  # every untimed cell passed
+        R.save_result(cfg.out, student, {
+            "student": student, "lab": LAB, "submission_sha256": "", "scores": scores,
+            "score": sum(sum(c.values()) for c in scores.values()),
+            "max_score": sum(sum(c.values()) for c in layout.values()), "problems": [], "seconds": 0.0,
+            "timing": {LAB: {g: [R.TIMED_LATER] for g in TIMED}}, "figures": {}})
+    with busy_loops(2):
+        results = {r["student"]: r for r in grade_class(dataclasses.replace(cfg, retime=True), progress=False)}
+    for r in results.values():
+        print(r["student"], {g: r["scores"][LAB][g] for g in TIMED}, r.get("pending"), r.get("figures"),
+              [p[:300] for p in r["problems"]])
+    return layout, results
+
+
+def test_the_reference_keeps_its_speed_points_or_has_them_held(timed):
+    layout, results = timed
+    r = results["reference"]
+    for g in TIMED:
+        assert r["scores"][LAB][g] == layout[LAB][g] or r.get("pending", {}).get(LAB, {}).get(g), (g, r)
+    assert not any("clearly below" in p for p in r["problems"]), r["problems"]
+
+
+@pytest.mark.parametrize("student", ["burning", "memoising"])
+def test_a_decoder_that_does_not_speculate_loses_its_speed_points(timed, student):
+    """Never awarded: 0 points for the speed-up cell, on a clear verdict (or held, never given)."""
+    layout, results = timed
+    r = results[student]
+    assert r["scores"][LAB]["test_speedup"] == 0.0, r
+    assert r["scores"][LAB]["test_bandwidth"] == layout[LAB]["test_bandwidth"] or r.get("pending")
+    assert not r.get("figures"), r["figures"]  # nothing it measured reaches a leaderboard
