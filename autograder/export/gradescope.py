@@ -36,11 +36,12 @@ STUDENT = "submission"  # the student id inside the container (Gradescope knows 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 # What grading one submission needs on Gradescope (its Advanced Settings; the defaults, 384 MB and 10 min, are
 # too small): peak memory measured 1.05 GB (Lab 1) and 1.09 GB (Lab 2), so 1.5 GB; time: the pipeline's own
-# worst case (`worst_case_s`: nbgrader's run, then the clean re-check, each at the notebook limit) plus the
-# start and a margin to write results.json, so 25 min; a whole CPU, or the timed checks are held pending.
+# worst case (`worst_case_s`: nbgrader's run, then the clean re-check, then the timed cells' run, each at the
+# notebook limit) plus the start and a margin to write results.json, so 35 min (Gradescope allows up to 40);
+# a whole CPU, or the timed checks are held pending.
 # `run` checks the memory and CPU limits it is given; `run_autograder` stops the grader before the timeout.
 NEEDS_MB = 1536
-NEEDS_TIMEOUT_MIN = 25
+NEEDS_TIMEOUT_MIN = 35
 NEEDS_CPUS = 1.0
 STOP_BEFORE_S = 60  # run_autograder stops the grader this long before Gradescope's timeout, to write results.json
 CGROUP_ENV = "SPECLAB_CGROUP_ROOT"  # where the container's cgroup files are (tests point it at a fake tree)
@@ -140,9 +141,10 @@ def run_autograder_script(limit_s: int | None = None) -> str:
 
 def worst_case_s(limits, notebooks: int = 1) -> float:
     """The longest the pipeline grades one submission for, by its own limits: nbgrader's run (the verdict
-    runs beside it, under the same limit), then each notebook's clean re-check, plus the start."""
+    runs beside it, under the same limit), then each notebook's clean re-check, then its timed cells' run
+    (grade.time_student, a verdict of its own), plus the start."""
     start = 60  # interpreter, template check, sandbox probe (measured: under 20 s)
-    return start + limits.notebook_timeout_s * notebooks + 60 + limits.notebook_timeout_s * notebooks
+    return start + limits.notebook_timeout_s * notebooks + 60 + 2 * limits.notebook_timeout_s * notebooks
 
 COURSE_FILES = ("nbgrader_config.py", "pyproject.toml")
 # What of autograder/ grading needs: not the authoring tools, not the audits (the catalog of wrong solutions)

@@ -351,7 +351,7 @@ def test_the_pipeline_s_own_limits_end_grading_before_the_timeout_the_zip_asks_f
     for lab in ("lab1", "lab2"):
         limits = Config(lab, ROOT, ROOT / "unused", ROOT).limits
         assert gradescope.worst_case_s(limits) + 30 <= gradescope.NEEDS_TIMEOUT_MIN * 60 - gradescope.STOP_BEFORE_S, lab
-    assert "timeout --signal=TERM --kill-after=15 1440 " in gradescope.run_autograder_script()
+    assert "timeout --signal=TERM --kill-after=15 2040 " in gradescope.run_autograder_script()
 
 
 @pytest.mark.parametrize(("grader", "why"), [

@@ -161,3 +161,51 @@ def test_hold_pending_holds_only_points_an_unclear_timing_would_award():
     assert result["score"] == 6.0 and "pending" not in result  # the input is left as it was
     clear = dict(result, timing={})
     assert R.hold_pending(clear, "RETIME") is clear and R.pending_column(clear) == ""
+
+
+# ----------------------------------------------------------------------------- timed cells, judged last
+def _marked() -> dict:
+    """A result as grade_untimed leaves it: two timed cells marked, one of them scored 0 by nbgrader."""
+    from autograder.pipeline.results import TIMED_LATER
+
+    return {"scores": {"lab": {"a": 2.0, "speed": 4.0, "bw": 0.0}}, "score": 6.0, "problems": [],
+            "timing": {"lab": {"speed": [TIMED_LATER], "bw": [TIMED_LATER]}}, "figures": {}}
+
+
+def test_to_time_names_the_marked_cells_with_what_is_at_stake():
+    from autograder.pipeline.results import to_time
+
+    assert to_time(_marked()) == {"lab": {"speed": 4.0, "bw": 0.0}}
+    assert to_time({"scores": {"lab": {"speed": 0.0}}, "pending": {"lab": {"speed": 4.0}}}) == {"lab": {"speed": 4.0}}
+    assert to_time({"scores": {}, "timing": {"lab": {"speed": ["no clear verdict"]}}}) == {}
+
+
+def test_a_clear_pass_keeps_the_points_a_clear_fail_takes_them_an_unclear_one_holds_them():
+    from autograder.pipeline.results import PENDING_MARK, timed, to_time
+
+    r = _marked()
+    passed = timed(r, to_time(r), {"lab": ({"speed": (True, ""), "bw": (True, "")}, {}, {"speed": {"S": [2.0, "desc"]}})},
+                   "RETIME")
+    assert passed["scores"]["lab"] == {"a": 2.0, "speed": 4.0, "bw": 0.0} and not passed.get("pending")
+    assert passed["figures"] == {"lab": {"speed": {"S": [2.0, "desc"]}}} and passed["timing"] == {}
+    failed = timed(r, to_time(r), {"lab": ({"speed": (False, "TimingFailure: clearly below"), "bw": (True, "")}, {}, {})},
+                   "RETIME")
+    assert failed["scores"]["lab"]["speed"] == 0.0 and failed["score"] == 2.0
+    assert any("clearly below" in p for p in failed["problems"]) and not failed.get("pending")
+    unclear = timed(r, to_time(r), {"lab": ({"speed": (True, ""), "bw": (True, "")}, {"speed": ["not clear"]},
+                                            {"speed": {"S": [1.4, "desc"]}})}, "RETIME")
+    assert unclear["scores"]["lab"]["speed"] == 0.0 and unclear["pending"] == {"lab": {"speed": 4.0}}
+    assert not unclear.get("figures"), "a held timing never reaches a leaderboard"
+    assert any(PENDING_MARK in p and "RETIME" in p for p in unclear["problems"])
+    # timed again (--retime) and now clear: the points come back, the old notes go
+    again = timed(unclear, to_time(unclear), {"lab": ({"speed": (True, "")}, {}, {})}, "RETIME")
+    assert again["scores"]["lab"]["speed"] == 4.0 and not again.get("pending")
+    assert not any(PENDING_MARK in p or "not clear" in p for p in again["problems"])
+
+
+def test_a_timing_that_could_not_run_holds_its_points():
+    from autograder.pipeline.results import timing_failed
+
+    r = timing_failed(_marked(), "RuntimeError: its grader process did not finish", "RETIME")
+    assert r["scores"]["lab"]["speed"] == 0.0 and r["pending"] == {"lab": {"speed": 4.0}}
+    assert r["timing"]["lab"]["speed"] == ["the timing could not run (RuntimeError: its grader process did not finish)"]
