@@ -55,17 +55,19 @@ def fresh_book(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
 # (pytest-xdist's own `--dist loadgroup` reads `item._nodeid`, which pytest 9.2 no longer uses.)
 BOOK_FIXTURES = ("fresh_book", "book_out", "html_root")
 LONG_FIRST = (  # the slowest groups of a quiet run, slowest first (`pytest --durations=0`)
+    "tests/end_to_end/test_lab1_class.py",
     "tests/book/test_measuring_pages.py",
+    "tests/end_to_end/test_lab2_timing.py",
     "book",
     "tests/end_to_end/test_lab1_autograde.py",
     "tests/end_to_end/test_lab2_autograde.py",
-    "tests/end_to_end/test_lab1_class.py",
     "tests/end_to_end/test_lab2_pipeline.py",
     "tests/autograder/checks/test_lab2.py",
     "tests/end_to_end/test_hostile.py",
     "tests/autograder/export/test_gradescope.py",
     "tests/autograder/export/test_gradescope_lab2.py",
     "tests/autograder/pipeline/test_grade.py",
+    "tests/autograder/pipeline/test_isolation.py",
     "tests/end_to_end/test_install.py",
     "tests/autograder/checks/test_lab1.py",
 )
