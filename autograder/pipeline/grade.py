@@ -411,8 +411,9 @@ def _grade_class(cfg: Config, students: dict, progress: bool) -> list[dict]:
             fut.result()
     # The timed cells, one student at a time once every untimed check is over: nothing of another student
     # runs beside a timing (and its own sandbox is frozen while the grader times a baseline). Unclear: held.
-    chosen = [s for s in students if not cfg.only or s in cfg.only] if cfg.retime else todo
-    again = [s for s in chosen if (r := results.load_result(cfg.out, s)) and results.to_time(r)]
+    # (a run stopped between the two phases leaves marked cells: they are timed by the next run)
+    chosen = [s for s in students if not cfg.only or s in cfg.only]
+    again = [s for s in chosen if (r := results.load_result(cfg.out, s)) and results.to_time(r, pending=cfg.retime)]
     for s in tqdm(again, desc="timing, one student at a time", unit="student", disable=not progress or not again):
         try:
             in_own_process("time_student", cfg, layout, s, students[s], 0, key, limit_s=limit_s)

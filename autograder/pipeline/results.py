@@ -143,15 +143,16 @@ def hold_pending(result: dict, retime: str) -> dict:
 TIMED_LATER = "timed after the class's other checks, alone"  # a timed cell's note until time_student judges it
 
 
-def to_time(result: dict) -> dict[str, dict[str, float]]:
+def to_time(result: dict, pending: bool = True) -> dict[str, dict[str, float]]:
     """notebook -> grade id -> points at stake, of the cells a timing must still decide: those marked
-    TIMED_LATER by the untimed grading (their current score), and those held pending (their held points)."""
+    TIMED_LATER by the untimed grading (their current score), and (pending) those held pending (their
+    held points)."""
     todo: dict[str, dict[str, float]] = {}
     for nb, cells in (result.get("timing") or {}).items():
         for gid, notes in cells.items():
             if TIMED_LATER in notes:
                 todo.setdefault(nb, {})[gid] = float(result["scores"][nb][gid])
-    for nb, cells in (result.get("pending") or {}).items():
+    for nb, cells in (result.get("pending") or {}).items() if pending else ():
         for gid, points in cells.items():
             todo.setdefault(nb, {})[gid] = float(points)
     return todo
