@@ -19,7 +19,8 @@ fail verdict when each round falls below the bar with probability theta (scipy.s
 
 Timings that cannot be bought: every call of a student's code gets inputs it has not seen before
 (`paired_rounds`' ``each_round`` hook draws them outside the clock), so nothing computed before the
-clock started can answer it, and every output is checked (Lab 1: against its call's own law, by the
+clock started can answer it (Lab 1: a pair of its own, drawn from a continuous family; Lab 2: a prompt of
+its own), and every output is checked (Lab 1: against its call's own law, by the
 grader; Lab 2: against the course's greedy tokens, here). The grader's ``around`` hook pauses the
 student's sandbox while a baseline of its own is timed.
 
@@ -50,7 +51,8 @@ ALPHA_CLAUSE = sum(LOOK_ALPHAS)  # 1.23 % per timed clause
 BATCH_BAR = 30.0  # per-row speed-up required (a correct vectorised sampler measures about 100x)
 BATCH_ROWS, LOOP_ROWS = 50000, 500  # rows of one timed batch call; rows of one baseline loop
 BATCH_BUDGET_S = 10.0  # seconds of timed rounds after which no new look starts
-BATCH_PAIR = (np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1]))  # (p, q), relabelled each round
+BATCH_VOCAB = 4  # tokens of the timed pair; a fresh pair every round (`batch_pair`)
+BATCH_FLOOR = 0.1  # mass spread uniformly over the vocabulary: every probability >= BATCH_FLOOR / BATCH_VOCAB
 
 # Lab 2: the speculative decoder against the course's autoregressive baseline
 DECODE_BAR_CPU = 1.3  # best-k speed-up required on a CPU
@@ -237,31 +239,36 @@ class SpeedResult:
                 f"{words[self.verdict]}" + (f" ({self.note})" if self.note else ""))
 
 
+def batch_pair(gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """One round's pair (p, q) of Lab 1's speed test, each 0.9 * Dirichlet(1, ..., 1) + 0.1 / V over
+    V = BATCH_VOCAB tokens, drawn independently from `gen`: a continuous family, so no two rounds share a
+    law, and every probability is at least BATCH_FLOOR / V = 0.025 (no token is impossible, and a row
+    costs the same whatever the round's pair)."""
+    p, q = (1 - BATCH_FLOOR) * gen.dirichlet(np.ones(BATCH_VOCAB), size=2) + BATCH_FLOOR / BATCH_VOCAB
+    return p, q
+
+
 def batch_speedup(batch_fn: Callable, budget_s: float = BATCH_BUDGET_S, section=None,
                   on_output: Callable[[object, np.ndarray, np.ndarray], None] | None = None, seed: int = 3,
-                  relabel_seed: int = 4, around: Callable[[str], ContextManager] | None = None) -> SpeedResult:
+                  pair_seed: int = 4, around: Callable[[str], ContextManager] | None = None) -> SpeedResult:
     """Lab 1's speed test: rounds of one call of batch_fn on BATCH_ROWS copies of a pair and one
     `draws_loop` over LOOP_ROWS of them; a round's ratio is the loop's per-row time over the
     batch's. Stops at the first look with a clear verdict.
 
-    Each round (the warm-up too) relabels the vocabulary afresh, outside the clock: a random
-    permutation perm, from a generator of its own (`relabel_seed`; never `rng`, the generator
-    batch_fn is handed), gives the round's pair (p[perm], q[perm]) of BATCH_PAIR, for the batch
-    call and the loop alike. A relabelling changes neither the acceptance rate nor the work of a
-    row, so the cost is the same in every round, but the law of the tokens changes: answers drawn
-    before the clock started are answers to another round's pair. `on_output(out, p, q)` receives
-    every output of batch_fn (the warm-up's and each timed call's) with the pair its rows copy (the
-    grader checks each one after the timing). `around` is `paired_rounds`' hook; the batch call's
+    Each round (the warm-up too) gets a fresh pair, outside the clock: `batch_pair` draws it from a
+    generator of its own (`pair_seed`; never `rng`, the generator batch_fn is handed), for the batch
+    call and the loop alike. Tokens drawn before the clock started follow another round's law, and no
+    lookup maps them onto this round's: a fresh law needs fresh sampling. `on_output(out, p, q)`
+    receives every output of batch_fn (the warm-up's and each timed call's) with the pair its rows copy
+    (the grader checks each one after the timing). `around` is `paired_rounds`' hook; the batch call's
     label is "batch", the loop's "loop"."""
-    p, q = BATCH_PAIR
     rng = np.random.default_rng(seed)
-    relabel = np.random.default_rng(relabel_seed)
+    pairs = np.random.default_rng(pair_seed)
     now: dict = {}  # the round's pair and its rows
     outputs: list = []
 
     def new_pair(_round: int) -> None:
-        perm = relabel.permutation(len(p))
-        now["p"], now["q"] = p[perm], q[perm]
+        now["p"], now["q"] = batch_pair(pairs)
         now["big_p"], now["big_q"] = np.tile(now["p"], (BATCH_ROWS, 1)), np.tile(now["q"], (BATCH_ROWS, 1))
         now["small_p"], now["small_q"] = now["big_p"][:LOOP_ROWS], now["big_q"][:LOOP_ROWS]
 

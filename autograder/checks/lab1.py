@@ -90,9 +90,8 @@ R_BATCH_SPEED = Rule("batch speed", f"`speculative_sample_batch` is at least {sp
                      f"faster per row than `speclab.speedtest.draws_loop` (a Python loop making only the two "
                      f"random draws of a one-position sampler), timed by the grader with "
                      f"`speclab.speedtest.batch_speedup` on {speedtest.BATCH_ROWS} rows of one pair. Each timed "
-                     f"call gets fresh inputs: the pair's tokens are relabelled at random before every call, so "
-                     f"tokens drawn before the clock started are tokens of another pair. Every timed output is "
-                     f"checked: it must be fresh draws from that call's p. Points are lost only on a clear failing "
+                     f"call gets a pair it has not seen; every timed output is checked against that pair's law: "
+                     f"it must be fresh draws from that call's p. Points are lost only on a clear failing "
                      f"verdict of its sign test; a timing it cannot decide is timed again alone at the end of the "
                      f"class's grading, and if it is still unclear its point is held, neither given nor taken, until "
                      f"your instructor times it again; your feedback says which.")
@@ -390,24 +389,32 @@ def check_batch_exactness(speculative_sample_batch: Callable) -> None:
 
 
 SPEED_OUTPUT_ALPHA = 1e-4  # false-failure probability of the law check of ONE timed call's output
+# Power of that check, for every pair `speedtest.batch_pair` can draw: tau = E[T] + sqrt(ln(1 / alpha) / (2 n))
+# with E[T] <= sqrt(V - 1) / (2 sqrt(n)) (Cauchy-Schwarz on de Moivre's E|N_i - n p_i| <= sqrt(n p_i (1 - p_i)))
+# gives tau <= 0.01347 at n = 50,000, V = 4, so every output law at TV >= SPEED_OUTPUT_EPS from the call's p is
+# caught with probability >= 0.999 (stats.eps_at_power at that tau; tests/autograder/checks/test_lab1.py).
+SPEED_OUTPUT_EPS = 0.0204
 
 
 def _timed_output_checker(rows: int) -> Callable[[object, np.ndarray, np.ndarray], None]:
     """A check of every output the speed test's calls return (`on_output(out, p, q)`): integer tokens
-    of the right shape, a law close to that call's own pair (p, q) (the timed pair relabelled afresh
-    for each call; distance test at level SPEED_OUTPUT_ALPHA per call, at most 23 calls: false
-    failures <= 0.0023), and never the same array twice (a correct sampler repeats 50000 draws with
-    probability about 0). Without it, a sampler could spot the timed calls by their size and return
-    garbage fast, or return answers it drew before the clock started: those follow another call's
-    pair (a relabelling other than the identity moves the law of BATCH_PAIR by a total variation of
-    at least 0.1, far above the test's eps)."""
+    of the right shape, a law close to that call's own pair (p, q) (a fresh pair for each call,
+    `speedtest.batch_pair`; distance test at level SPEED_OUTPUT_ALPHA per call, at most 23 calls:
+    false failures <= 0.0023; power >= 0.999 at TV >= SPEED_OUTPUT_EPS = 0.0204 for every pair of the
+    family), and never the same array twice (a correct sampler repeats 50000 draws with probability
+    about 0). Without it, a sampler could spot the timed calls by their size and return garbage fast,
+    or return answers it drew before the clock started: those follow another call's pair, and mapping
+    them through any function of the tokens (one of the 4^4 = 256 maps) lands within 0.0204 of a fresh
+    pair's p with probability about 0.46 % per call (Monte Carlo over the family, upper end < 0.6 %,
+    tests/autograder/checks/test_lab1.py), so such a sampler passes its >= 7 timed calls with
+    probability below 1e-14."""
     seen: list[bytes] = []
 
     def check(out, p: np.ndarray, q: np.ndarray) -> None:
         tokens = batch_result(out, rows)
         # the same distance test as the exactness cases (range, impossible tokens, TV against its threshold)
         case = ExactnessCase(f"speculative_sample_batch in a timed call on {rows} copies of that call's pair "
-                             f"(the timed pair, relabelled for the call)", exact_law(p, q), rows,
+                             f"(a pair drawn for the call)", exact_law(p, q), rows,
                              lambda fn, rng, n: tokens, batched=True)
         check_case(case, None, None, SPEED_OUTPUT_ALPHA)
         digest = tokens.astype(np.int64).tobytes()
@@ -420,14 +427,14 @@ def _timed_output_checker(rows: int) -> Callable[[object, np.ndarray, np.ndarray
 
 def speed_test(batch_fn: Callable, budget_s: float = speedtest.BATCH_BUDGET_S) -> speedtest.SpeedResult:
     """`speclab.speedtest.batch_speedup` (what the notebook's speed cell runs) under the graders' lock, the
-    student's sandbox paused while the loop runs, the relabellings drawn from the grading run's key
+    student's sandbox paused while the loop runs, the rounds' pairs drawn from the grading run's key
     (autograder/checks/hidden.py), every output checked afterwards against its call's pair
     (_timed_output_checker)."""
     from . import timing
 
     return speedtest.batch_speedup(batch_fn, budget_s, section=timing.timing_lock,
                                    on_output=_timed_output_checker(speedtest.BATCH_ROWS),
-                                   relabel_seed=hidden.seed("test_batch_speed relabellings", 4),
+                                   pair_seed=hidden.seed("test_batch_speed pairs", 4),
                                    around=timing.student_paused({"batch"}))
 
 
@@ -441,7 +448,7 @@ def check_batch_speed(speculative_sample_batch: Callable) -> None:
     a sequential sign test (speclab/speedtest.py) takes the point only on a clear verdict; a correct
     sampler whose median ratio is at least the bar loses it with probability at most
     ALPHA_CLAUSE (1.23 %), plus SPEED_OUTPUT_ALPHA per call from the check of its output against its own
-    relabelled pair (at most 23 calls: 0.23 %)."""
+    freshly drawn pair (at most 23 calls: 0.23 %)."""
     from . import timing
 
     with under(R_BATCH_SPEED):
@@ -476,7 +483,7 @@ DETERMINISTIC_NOTES = {
     "test_alpha_estimator": "0: values worked by hand, tolerance 1e-9, no randomness",
     "test_batch_speed": f"timing: a sequential sign test of median speed-up >= {SPEEDUP_REQUIRED:.0f}x over draws_loop "
                         f"fails a sampler at or above the bar with probability <= 1.23 % (plus <= 0.23 % "
-                        f"from the check of the timed outputs, each against its call's relabelled pair)",
+                        f"from the check of the timed outputs, each against its call's own freshly drawn pair)",
 }
 
 def report_extra(grade_id: str, reference) -> str:

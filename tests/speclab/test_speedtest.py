@@ -14,7 +14,7 @@ from speclab import speedtest
 
 def test_draws_loop_makes_two_draws_per_row_and_samples_nothing():
     """The baseline sets a loop's pace; it must not be an answer to the lab (it returns nothing)."""
-    p, q = speedtest.BATCH_PAIR
+    p, q = speedtest.batch_pair(np.random.default_rng(0))
     rng, twin = np.random.default_rng(1), np.random.default_rng(1)
     assert speedtest.draws_loop(np.tile(p, (5, 1)), np.tile(q, (5, 1)), rng) is None
     for _ in range(5):
@@ -83,17 +83,28 @@ def test_paired_rounds_without_hooks_time_as_before():
 
 
 # ----------------------------------------------------------------------------- Lab 1: fresh inputs
-def test_batch_speedup_relabels_the_pair_before_every_call_with_a_generator_of_its_own(monkeypatch):
-    """Each round's pair is BATCH_PAIR under a fresh permutation of its tokens, the same for the batch
-    call, the loop and on_output; the permutations come from relabel_seed, not from the rng handed to
-    the sampler (a sampler that draws a lot from it, or nothing, sees the same pairs)."""
-    p0, q0 = speedtest.BATCH_PAIR
+def test_batch_pair_is_a_pair_of_laws_bounded_away_from_zero():
+    """0.9 * Dirichlet(1, 1, 1, 1) + 0.1 / 4: every probability in [0.025, 0.925], rows summing to 1, and
+    every draw a new pair (a continuous family: two equal draws have probability 0)."""
+    gen = np.random.default_rng(0)
+    drawn = [speedtest.batch_pair(gen) for _ in range(1000)]
+    for p, q in drawn:
+        assert p.shape == q.shape == (speedtest.BATCH_VOCAB,)
+        assert abs(p.sum() - 1) < 1e-12 and abs(q.sum() - 1) < 1e-12
+        assert min(p.min(), q.min()) >= 0.025 - 1e-12 and max(p.max(), q.max()) <= 0.925 + 1e-12
+    assert len({p.tobytes() for p, _ in drawn}) == 1000
+
+
+def test_batch_speedup_draws_a_fresh_pair_before_every_call_from_a_generator_of_its_own(monkeypatch):
+    """Each round's pair (the warm-up's too) is the next `batch_pair` of pair_seed's generator, the same for
+    the batch call, the loop and on_output; no two rounds share it; the rng handed to the sampler plays no
+    part (a sampler that draws a lot from it, or nothing, sees the same pairs)."""
     loop_pairs = []
     real_loop = speedtest.draws_loop
     monkeypatch.setattr(speedtest, "draws_loop", lambda p, q, rng: (loop_pairs.append((p[0], q[0])),
                                                                     real_loop(p, q, rng)))
 
-    def run(draws: int) -> list:
+    def run(draws: int, pair_seed: int = 4) -> list:
         given, handed = [], []
 
         def sampler(p, q, rng):
@@ -103,18 +114,21 @@ def test_batch_speedup_relabels_the_pair_before_every_call_with_a_generator_of_i
             return np.zeros(len(p), dtype=np.int64)
 
         loop_pairs.clear()
-        speedtest.batch_speedup(sampler, budget_s=5.0, on_output=lambda out, p, q: handed.append((p, q)))
+        speedtest.batch_speedup(sampler, budget_s=5.0, on_output=lambda out, p, q: handed.append((p, q)),
+                                pair_seed=pair_seed)
         assert len(given) == len(handed) == len(loop_pairs) == speedtest.LOOKS[0] + 1  # the warm-up round too
         for (p, q), (hp, hq), (lp, lq) in zip(given, handed, loop_pairs):
             assert np.array_equal(p, hp) and np.array_equal(q, hq) and np.array_equal(p, lp) and np.array_equal(q, lq)
-        for p, q in given:  # one permutation of both: p[i] and q[i] stay together
-            perm = np.argsort(p)
-            assert np.array_equal(p[perm], p0) and np.array_equal(q[perm], q0)
-        return [tuple(np.argsort(p)) for p, _ in given]
+        gen = np.random.default_rng(pair_seed)  # the checks' own generator, one batch_pair per round
+        for p, q in given:
+            want_p, want_q = speedtest.batch_pair(gen)
+            assert np.array_equal(p, want_p) and np.array_equal(q, want_q)
+        return [p.tobytes() + q.tobytes() for p, q in given]
 
-    relabellings = run(0)
-    assert relabellings == run(100_000)
-    assert len(set(relabellings)) > 1
+    pairs = run(0)
+    assert len(set(pairs)) == len(pairs)  # every round's pair differs from every other
+    assert pairs == run(100_000)
+    assert not set(pairs) & set(run(0, pair_seed=5))
 
 
 # ----------------------------------------------------------------------------- Lab 2: fresh prompts
