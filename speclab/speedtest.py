@@ -158,7 +158,7 @@ def paired_rounds(fns: Sequence[Callable[[], object]], labels: Sequence[str], de
     Two hooks, never timed. ``each_round(i)`` runs before round i (0 is the warm-up, then 1, 2, ...):
     it gives the round fresh inputs. ``around(label)`` gives a context manager for each timed call:
     it is entered before the clock starts and left after it stops (the grader's pauses the
-    student's sandbox while a baseline of its own runs, autograder.checks.timing.student_paused).
+    student's sandbox while a baseline of its own runs, see the grader's timing module).
 
     The grader (a ``section`` given) times on the real clock, always; a notebook's call (no section)
     times through speclab's stopwatch seam (`speclab.clock.stopwatch()`, the real clock unless a test
