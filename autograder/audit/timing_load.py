@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BUSY = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+GRADE_TIMEOUT_S = 900  # one speed-up check, at most
 SLOW = ("recompute_without_cache", "rebuilds_caches", "verifies_token_by_token", "never_speculates")
 ONE = """
 import json, sys
@@ -40,7 +41,7 @@ with timing.recording() as notes:
     try:
         r = C.check_speedup(decode)
         out = {"verdict": "undecided" if notes else "pass", "rounds": r["rounds"],
-               "measured": {str(k): round(v, 3) for k, v in r["measured"].items()}}
+               "measured": {str(k): round(v, 3) for k, v in r["measured"].items()}, "notes": [str(n) for n in notes]}
     except timing.TimingFailure as err:
         out = {"verdict": "fail", "error": str(err)}
 print("RESULT " + json.dumps(out))
@@ -62,7 +63,7 @@ def busy_loops(n: int, seconds: float = 3600):
             p.wait(timeout=30)
 
 
-def grade(decoder: str, timeout_s: float = 900) -> dict:
+def grade(decoder: str, timeout_s: float = GRADE_TIMEOUT_S) -> dict:
     """One speed-up check of `decoder` ("reference" or a mutant's name) in a fresh interpreter."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     env.pop("SPECLAB_FAKE_TIMER", None)
@@ -83,11 +84,13 @@ def run(runs: int, wrong: int, busy: int, log=print) -> list[dict]:
     order = ["reference"] * runs + [m for m in SLOW for _ in range(wrong)]
     order = [order[i] for i in sorted(range(len(order)), key=lambda i: (i % max(1, runs), i))]  # interleaved
     results = []
-    with busy_loops(busy):
+    with busy_loops(busy, seconds=len(order) * GRADE_TIMEOUT_S):  # they outlast every grading (killed at the end)
         for i, decoder in enumerate(order, 1):
             r = grade(decoder)
             results.append(r)
             what = r.get("error", "")[:160] if r["verdict"] == "fail" else f"{r['rounds']} rounds, speed-up {r['measured']}"
+            if r.get("notes"):  # what was left unclear
+                what += "; " + " | ".join(n[:200] for n in r["notes"])
             log(f"grading {i:2d}/{len(order)} {decoder:24s} {r['seconds']:6.1f} s  {r['verdict']:9s}  {what}")
     return results
 

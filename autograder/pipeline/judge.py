@@ -348,32 +348,27 @@ def cell_specs(template_db: Path, lab: str) -> dict[str, CellCheck]:
     return _SPECS[key]
 
 
+def _check_flags(spec: CellCheck, flag: str, default: bool) -> list[bool] | None:
+    """The `flag` attribute of each check the cell calls (`default` where a check does not declare it);
+    None when the cell's checks module cannot be imported (a course without it)."""
+    try:
+        module = importlib.import_module(spec.module)
+    except Exception:  # noqa: BLE001 - a course without that module
+        return None
+    return [getattr(getattr(module, check, None), flag, default) for check, _ in spec.calls]
+
+
 def deferred_checks(specs: dict[str, CellCheck]) -> dict[str, CellCheck]:
     """The cells whose checks the pipeline's nbgrader run leaves to the grader's own verdict
     (autograder.checks.defer_to_grader): the cells the verdict judges whose every check can run in the
     grader (none declares in_grader = False)."""
-    out = {}
-    for gid, spec in specs.items():
-        try:
-            module = importlib.import_module(spec.module)
-        except Exception:  # noqa: BLE001 - a course without that module: nothing deferred
-            continue
-        if all(getattr(getattr(module, check, None), "in_grader", True) for check, _ in spec.calls):
-            out[gid] = spec
-    return out
+    return {gid: spec for gid, spec in specs.items() if (flags := _check_flags(spec, "in_grader", True)) is not None
+            and all(flags)}
 
 
 def timed_cells(specs: dict[str, CellCheck]) -> set[str]:
     """The cells with a timed check (one that declares `timed = True`): the pipeline judges them alone."""
-    out = set()
-    for gid, spec in specs.items():
-        try:
-            module = importlib.import_module(spec.module)
-        except Exception:  # noqa: BLE001 - a course without that module: nothing timed
-            continue
-        if any(getattr(getattr(module, check, None), "timed", False) for check, _ in spec.calls):
-            out.add(gid)
-    return out
+    return {gid for gid, spec in specs.items() if any(_check_flags(spec, "timed", False) or ())}
 
 
 def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: dict[str, CellCheck],

@@ -304,20 +304,18 @@ LOADED_CHAPTERS = ["01_memory_bound.md"]
 
 
 @pytest.mark.slow
-def test_measuring_chapters_and_lab2_timing_on_a_loaded_machine(tmp_path):
+def test_measuring_chapter_on_a_loaded_machine(tmp_path):
     """Two busy loops (autograder.audit.timing_load.busy_loops: bounded, always killed) keep both cores of
-    a 2-core machine busy while a measuring chapter (LOADED_CHAPTERS) runs on the real clock and the Lab 2
-    reference goes through the timed speedup check, one grading at a time as the pipeline times. No cell may raise, no progress bar may reach a page, and the check must not fail
-    the reference (a false failure has probability <= 2.5 % per timed run, timing.ALPHA_CLAUSE
-    per clause)."""
-    from autograder.audit.timing_load import busy_loops, grade
+    a 2-core machine busy while a measuring chapter (LOADED_CHAPTERS) runs on the real clock. No cell may
+    raise and no progress bar may reach a page. (The Lab 2 reference's timed cells under the same load:
+    tests/end_to_end/test_lab2_class.py; their false-failure rate: `python -m autograder.audit.timing_load`.)"""
+    from autograder.audit.timing_load import busy_loops
 
     chapters = LOADED_CHAPTERS
     assert set(chapters) <= set(measuring_chapters())
     with busy_loops(2, seconds=1800) as busy:
         t0 = time.monotonic()
         reports = {ch: run_chapter(ROOT / "book" / ch, tmp_path / f"{ch}.json", timeout=1200) for ch in chapters}
-        lab2 = grade("reference")
         assert all(p.poll() is None for p in busy), "the busy loops stopped before the measurements were done"
         elapsed = time.monotonic() - t0
     assert all(p.poll() is not None for p in busy)
@@ -325,7 +323,4 @@ def test_measuring_chapters_and_lab2_timing_on_a_loaded_machine(tmp_path):
         (only,) = report["passes"]
         assert only["ok"] and not report["fatal"], f"{ch} failed under load:\n{only['error']}{report['fatal']}"
         assert not report["widgets"], f"{ch}: progress output would reach the page: {report['widgets']}"
-    assert lab2["verdict"] != "fail", f"the speedup check failed the Lab 2 reference under load: {lab2['error']}"
-    print(f"under two busy loops ({elapsed:.0f} s): " + ", ".join(f"{ch} {r['seconds']:.0f} s" for ch, r in reports.items())
-          + f"; Lab 2 speedup check {lab2['seconds']:.0f} s, {lab2['rounds']} rounds, verdict {lab2['verdict']}, "
-          f"speedup {lab2['measured']}")
+    print(f"under two busy loops ({elapsed:.0f} s): " + ", ".join(f"{ch} {r['seconds']:.0f} s" for ch, r in reports.items()))

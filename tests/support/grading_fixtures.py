@@ -54,6 +54,26 @@ def make_course(root: Path) -> Path:
     return root
 
 
+def variant_lab(base: Path, name: str, checks_source: str) -> tuple[Path, Path]:
+    """A course at base/course whose one lab `name` is the tiny lab graded by other checks: the checks
+    module `checks_source` (written to base/lab_checks/NAME.py and found through add_folder) and
+    tiny.md importing it. (course root, lab checks folder): give the folder to Config.lab_checks."""
+    from autograder.authoring import labs
+
+    lab_checks = base / "lab_checks"
+    lab_checks.mkdir(parents=True)
+    (lab_checks / f"{name}.py").write_text(checks_source)
+    checks.add_folder(lab_checks)
+    course = base / "course"
+    (course / "solutions" / name).mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text(CONFIG.replace('"tiny"', repr(name))
+                                               .replace(repr(str(TINY)), repr(str(lab_checks))))
+    (course / "solutions" / name / f"{name}.md").write_text(
+        SOURCE_MD.read_text().replace("import tiny as _checks", f"import {name} as _checks"))
+    labs.build(name, root=course)
+    return course, lab_checks
+
+
 def student(release: nbformat.NotebookNode, solution: str | None = SOLUTION, before: list[str] = (),
             after: list[str] = (), end: list[str] = ()) -> nbformat.NotebookNode:
     """The release notebook with the solution filled in and extra cells around it."""

@@ -1,8 +1,8 @@
 """Lab 2 hidden checks against the reference decoder and every catalog mutant (called directly).
 
 Notation: see the `speclab` package docstring.
-The same check functions run inside the graded notebook cells (tests/end_to_end/test_lab2_autograde.py
-runs the real nbgrader on the reference and the release); here each mutant is shown to fail
+The same check functions judge the graded notebook cells (tests/end_to_end/test_lab2_class.py grades the
+reference and the release with the course's pipeline); here each mutant is shown to fail
 the check of the property it breaks, while the reference passes it.
 """
 from __future__ import annotations

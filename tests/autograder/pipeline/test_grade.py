@@ -281,21 +281,8 @@ defer_to_grader(globals())
 
 @pytest.fixture(scope="module")
 def timed(tmp_path_factory):
-    from autograder import checks
-    from autograder.authoring import labs
-
     base = tmp_path_factory.mktemp("timed")
-    lab_checks = base / "lab_checks"
-    lab_checks.mkdir()
-    (lab_checks / f"{TIMED_LAB}.py").write_text(TIMED_CHECKS)
-    checks.add_folder(lab_checks)
-    course = base / "course"
-    (course / "solutions" / TIMED_LAB).mkdir(parents=True)
-    (course / "nbgrader_config.py").write_text(F.CONFIG.replace('"tiny"', repr(TIMED_LAB))
-                                               .replace(repr(str(F.TINY)), repr(str(lab_checks))))
-    (course / "solutions" / TIMED_LAB / f"{TIMED_LAB}.md").write_text(
-        F.SOURCE_MD.read_text().replace("import tiny as _checks", f"import {TIMED_LAB} as _checks"))
-    labs.build(TIMED_LAB, root=course)
+    course, lab_checks = F.variant_lab(base, TIMED_LAB, TIMED_CHECKS)
     cfg = Config(TIMED_LAB, base / "subs", base / "out", course, workers=2, limits=LIMITS, lab_checks=(lab_checks,))
     build_template(cfg)
     rel = nbformat.read(cfg.out / "template" / "labs" / TIMED_LAB / f"{TIMED_LAB}.ipynb", as_version=4)

@@ -89,21 +89,8 @@ BOUNDS = Bounds(memory_mb=1536, processes=256, cpus=1.0, disk_mb=256)
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    from autograder import checks
-    from autograder.authoring import labs
-
     base = tmp_path_factory.mktemp("isolation")
-    lab_checks = base / "lab_checks"
-    lab_checks.mkdir()
-    (lab_checks / f"{LAB}.py").write_text(CHECKS)
-    checks.add_folder(lab_checks)
-    course = base / "course"
-    (course / "solutions" / LAB).mkdir(parents=True)
-    (course / "nbgrader_config.py").write_text(F.CONFIG.replace('"tiny"', repr(LAB))
-                                               .replace(repr(str(F.TINY)), repr(str(lab_checks))))
-    (course / "solutions" / LAB / f"{LAB}.md").write_text(
-        F.SOURCE_MD.read_text().replace("import tiny as _checks", f"import {LAB} as _checks"))
-    labs.build(LAB, root=course)
+    course, lab_checks = F.variant_lab(base, LAB, CHECKS)
     limits = Limits(cell_timeout_s=STALL_S, notebook_timeout_s=scaled(240), memory_mb=3072, file_mb=200,
                     output_kb=64)
     cfg = Config(LAB, base / "subs", base / "out", course, workers=2, limits=limits, lab_checks=(lab_checks,),
