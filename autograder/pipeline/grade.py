@@ -306,7 +306,7 @@ def time_student(cfg: Config, layout: dict, student: str, folder: Path, slot: in
                 continue
             release = json.loads((template / "labs" / lab / f"{name}.ipynb").read_text())
             fixed, _ = normalise(json.loads(usable[name].read_bytes()), release)
-            with timing_.pausing(pause) if pause else nullcontext():
+            with timing_.pausing(pause) if pause else nullcontext(), bounds_.beside(bounded.group):
                 judged, _, timings, measured = judge.judge(
                     verdict_box, verdict_scratch, name, json.dumps(fixed, indent=1), set(cells), specs,
                     limits.cell_timeout_s or lab_timeout(lab), limits.notebook_timeout_s,

@@ -160,3 +160,25 @@ def test_a_killed_grader_leaves_no_group_and_no_mount(tmp_path):
     assert not os.path.ismount(mount)
     leftovers = subprocess.run(["pgrep", "-f", "^sleep 60$"], capture_output=True, text=True).stdout.split()
     assert not leftovers or all(not os.path.exists(f"/proc/{p}") for p in leftovers)
+
+
+def test_the_graders_side_of_a_timing_stands_beside_the_student(group):
+    """bounds.beside: for the block, the grader's process sits in a group of its own beside the student's, with
+    the same CPU quota (so the kernel weighs the course's baseline as it weighs the student's code, whatever
+    else runs in the grader's session), its memory and processes unbounded; afterwards it is back where it
+    was and that group is gone, the student's untouched."""
+    from autograder.sandbox.bounds import beside
+
+    def cpu_path():
+        return next(line.split(":", 2)[2] for line in open("/proc/self/cgroup").read().splitlines()
+                    if "cpu" in line.split(":")[1].split(","))
+
+    home = cpu_path()
+    with beside(group, "grader-test"):
+        inside = cpu_path()
+        assert inside.endswith(f"/speclab-{os.getpid()}/grader-test"), inside
+        peer = group.dirs["cpu"].parent / "grader-test"
+        assert (peer / "cpu.cfs_quota_us").read_text() == (group.dirs["cpu"] / "cpu.cfs_quota_us").read_text()
+        assert os.getpid() in {int(x) for x in (peer / "cgroup.procs").read_text().split()}
+    assert cpu_path() == home
+    assert not peer.exists() and group.dirs["cpu"].is_dir()
