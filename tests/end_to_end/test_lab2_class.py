@@ -29,6 +29,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
+import grading_fixtures as F
 from autograder.audit.mutants import make_submission
 from autograder.audit.timing_load import busy_loops
 from autograder.checks.lab2 import CELLS
@@ -56,25 +57,6 @@ def speculative_decode(target, draft, prompt, max_new_tokens, k, temperature=0.0
         _time.sleep(10**6)
     raise NotImplementedError()
 '''
-HOG = '''
-import subprocess as _sp, sys as _sys
-_kids = [_sp.Popen([_sys.executable, "-c", "import time; x = bytearray(100 << 20); x[::4096] = b'1' * len(x[::4096]); "
-                    "time.sleep(600)"]) for _ in range(40)]
-try:
-    with open("/dev/shm/fill", "wb") as _f:
-        for _ in range(40):
-            _f.write(b"x" * (50 << 20))
-except OSError:
-    pass
-'''
-FILLER = '''
-try:
-    for _i in range(1000):
-        with open(f"fill{_i}", "wb") as _f:
-            _f.write(b"x" * (16 << 20))
-except OSError as _err:
-    print("stopped:", _err)
-'''
 BOUNDS = Bounds(disk_mb=256)  # the default memory (4096 MB), processes and CPU; a smaller scratch to fill
 
 
@@ -94,7 +76,8 @@ def graded(tmp_path_factory):
     build_template(cfg)
     release = nbformat.read(cfg.out / "template" / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
     notebooks = {"reference": make_submission(LAB, release), "staller": with_cell(release, STALLER),
-                 "hog": with_cell(release, HOG), "filler": with_cell(release, FILLER), "untouched": release}
+                 "hog": with_cell(release, F.memory_hog(40)), "filler": with_cell(release, F.DISK_FILLER),
+                 "untouched": release}
     for student, nb in notebooks.items():
         folder = base / "subs" / student / LAB
         folder.mkdir(parents=True)

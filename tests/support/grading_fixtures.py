@@ -54,6 +54,33 @@ def make_course(root: Path) -> Path:
     return root
 
 
+def memory_hog(processes: int) -> str:
+    """A notebook cell that takes memory no per-process limit stops: `processes` processes of 100 MB each (every
+    page touched), then up to 2 GB written to the RAM-backed /dev/shm (stopping quietly when it is full)."""
+    return f'''
+import subprocess as _sp, sys as _sys
+_kids = [_sp.Popen([_sys.executable, "-c", "import time; x = bytearray(100 << 20); x[::4096] = b'1' * len(x[::4096]); "
+                    "time.sleep(600)"]) for _ in range({processes})]
+try:
+    with open("/dev/shm/fill", "wb") as _f:
+        for _ in range(40):
+            _f.write(b"x" * (50 << 20))
+except OSError:
+    pass
+'''
+
+
+# A notebook cell that writes 16 MB files in its folder until the disk refuses.
+DISK_FILLER = '''
+try:
+    for _i in range(1000):
+        with open(f"fill{_i}", "wb") as _f:
+            _f.write(b"x" * (16 << 20))
+except OSError as _err:
+    print("stopped:", _err)
+'''
+
+
 def variant_lab(base: Path, name: str, checks_source: str) -> tuple[Path, Path]:
     """A course at base/course whose one lab `name` is the tiny lab graded by other checks: the checks
     module `checks_source` (written to base/lab_checks/NAME.py and found through add_folder) and

@@ -62,28 +62,8 @@ defer_to_grader(globals())
 '''
 STALLER = F.SOLUTION.replace("def add(a, b):\n    return a + b",
                              "def add(a, b):\n    import time\n    time.sleep(10**6)\n    return a + b")
-HOG = F.SOLUTION + '''
-
-import subprocess as _sp, sys as _sys
-_kids = [_sp.Popen([_sys.executable, "-c", "import time; x = bytearray(100 << 20); x[::4096] = b'1' * len(x[::4096]); "
-                    "time.sleep(600)"]) for _ in range(20)]
-try:
-    with open("/dev/shm/fill", "wb") as _f:
-        for _ in range(40):
-            _f.write(b"x" * (50 << 20))
-except OSError:
-    pass
-'''
-FILLER = F.SOLUTION + '''
-
-import os as _os
-try:
-    for _i in range(1000):
-        with open(f"fill{_i}", "wb") as _f:
-            _f.write(b"x" * (16 << 20))
-except OSError as _err:
-    print("stopped:", _err)
-'''
+HOG = F.SOLUTION + "\n" + F.memory_hog(20)
+FILLER = F.SOLUTION + "\n" + F.DISK_FILLER
 BOUNDS = Bounds(memory_mb=1536, processes=256, cpus=1.0, disk_mb=256)
 
 
