@@ -99,4 +99,7 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             return group_of(nodeid)
 
+    # pytest-xdist would otherwise hand out the groups with the most tests first (--loadscope-reorder, its
+    # default), not in the collection's order that pytest_collection_modifyitems gave them
+    config.option.loadscopereorder = False
     return ByGroup(config, log)

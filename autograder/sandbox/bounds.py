@@ -142,13 +142,18 @@ class Group:
 
     # ------------------------------------------------------------------ freezing
     def _set_frozen(self, frozen: bool, wait_s: float = 10.0) -> bool:
-        if self.version == 1:
-            self._write("freezer", "freezer.state", "FROZEN" if frozen else "THAWED")
-            want = "FROZEN" if frozen else "THAWED"
-            done = lambda: self._read("freezer", "freezer.state").strip() == want  # noqa: E731
-        else:
-            self._write("unified", "cgroup.freeze", 1 if frozen else 0)
-            done = lambda: f"frozen {1 if frozen else 0}" in self._read("unified", "cgroup.events")  # noqa: E731
+        """Freeze or thaw the group; False if it did not reach that state within `wait_s`, or its freezer
+        is gone (a group half removed: nothing is left in it to freeze)."""
+        try:
+            if self.version == 1:
+                self._write("freezer", "freezer.state", "FROZEN" if frozen else "THAWED")
+                want = "FROZEN" if frozen else "THAWED"
+                done = lambda: self._read("freezer", "freezer.state").strip() == want  # noqa: E731
+            else:
+                self._write("unified", "cgroup.freeze", 1 if frozen else 0)
+                done = lambda: f"frozen {1 if frozen else 0}" in self._read("unified", "cgroup.events")  # noqa: E731
+        except FileNotFoundError:
+            return False
         deadline = time.monotonic() + wait_s
         while not done():
             if time.monotonic() > deadline:
@@ -209,15 +214,30 @@ class Group:
                 return int(line.split()[1]) / 1e6
         return 0.0
 
-    def remove(self) -> None:
-        """Kill what is left and remove the group (and this grader's parent folder once empty)."""
-        self.kill()
-        for d in self.dirs.values():
-            for path in (d, d.parent):
+    def remove(self, wait_s: float = 10.0) -> bool:
+        """Kill what is left and remove the group (and this grader's parent folder once empty). A process
+        can still be joining (a `join_prefix` shell between two of its writes): the group is killed again
+        until every folder of it is gone, or `wait_s` has passed (False)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            self.kill(max(0.1, deadline - time.monotonic()))
+            for d in self.dirs.values():
                 try:
-                    path.rmdir()
-                except OSError:
+                    d.rmdir()
+                except FileNotFoundError:
                     pass
+                except OSError:  # busy: a process is still in it (or just joined)
+                    pass
+            left = [d for d in self.dirs.values() if d.exists()]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        for d in self.dirs.values():
+            try:
+                d.parent.rmdir()
+            except OSError:
+                pass
+        return not left
 
 
 @contextmanager
@@ -281,16 +301,17 @@ class Scratch:
 
 def clean_up_after(pid: int, scratches: list[Path]) -> None:
     """What a grader process `pid` that was killed left behind: its students' groups (every process in
-    them killed) and the scratch tmpfs it mounted at `scratches`."""
+    them killed) and the scratch tmpfs it mounted at `scratches`. A group is removed whole (every
+    controller's folder of it at once), whichever hierarchy still shows it."""
     v = version()
-    tops = ([CGROUP_FS / c / _own_path(c) / f"speclab-{pid}" for c in V1_CONTROLLERS] if v == 1 else
-            [CGROUP_FS / _own_path(None) / f"speclab-{pid}"] if v == 2 else [])
-    for top in tops:
-        for d in sorted(top.glob("*/"), reverse=True) if top.is_dir() else []:
-            group = Group.__new__(Group)
-            group.version, group.dirs = v, ({c: CGROUP_FS / c / _own_path(c) / top.name / d.name
-                                             for c in V1_CONTROLLERS} if v == 1 else {"unified": d})
-            group.remove()
+    tops = ({c: CGROUP_FS / c / _own_path(c) / f"speclab-{pid}" for c in V1_CONTROLLERS} if v == 1 else
+            {"unified": CGROUP_FS / _own_path(None) / f"speclab-{pid}"} if v == 2 else {})
+    names = sorted({d.name for top in tops.values() if top.is_dir() for d in top.iterdir() if d.is_dir()})
+    for name in names:
+        group = Group.__new__(Group)
+        group.version, group.dirs = v, {c: top / name for c, top in tops.items()}
+        group.remove()
+    for top in tops.values():
         try:
             top.rmdir()
         except OSError:

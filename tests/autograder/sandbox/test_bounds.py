@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -149,7 +150,9 @@ def test_a_killed_grader_leaves_no_group_and_no_mount(tmp_path):
     code = ("import sys, subprocess, time\nsys.path.insert(0, %r)\n"
             "from autograder.sandbox.bounds import Bounds, Group, Scratch\n"
             "g = Group('student', Bounds())\nScratch(%r, 16)\n"
-            "subprocess.Popen(g.join_prefix() + ['sleep', '60'])\nprint('ready', flush=True)\ntime.sleep(60)\n"
+            "p = subprocess.Popen(g.join_prefix() + ['sleep', '60'])\n"
+            "while not all(str(p.pid) in f.read_text().split() for f in g.procs_files()):\n    time.sleep(0.01)\n"
+            "print('ready', flush=True)\ntime.sleep(60)\n"
             % (os.getcwd(), str(mount)))
     grader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert grader.stdout.readline().strip() == b"ready"
@@ -160,6 +163,20 @@ def test_a_killed_grader_leaves_no_group_and_no_mount(tmp_path):
     assert not os.path.ismount(mount)
     leftovers = subprocess.run(["pgrep", "-f", "^sleep 60$"], capture_output=True, text=True).stdout.split()
     assert not leftovers or all(not os.path.exists(f"/proc/{p}") for p in leftovers)
+    assert not any(top.exists() for top in Path("/sys/fs/cgroup").glob(f"**/speclab-{grader.pid}"))
+
+
+def test_a_half_removed_group_is_still_removed_with_its_processes(group):
+    """A grader killed while a student's process was joining its groups (in one hierarchy, not yet the
+    others): one hierarchy's folder is gone, the freezer's among them, and a process sits in another.
+    remove() kills it anyway and removes every folder."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    (group.dirs["memory" if group.version == 1 else "unified"] / "cgroup.procs").write_text(str(sleeper.pid))
+    if group.version == 1:
+        group.dirs["freezer"].rmdir()
+    assert group.remove(wait_s=10)
+    assert sleeper.wait(timeout=10) == -9
+    assert not any(d.exists() for d in group.dirs.values())
 
 
 def test_the_graders_side_of_a_timing_stands_beside_the_student(group):
