@@ -58,13 +58,17 @@ BOOK_FIXTURES = ("fresh_book", "book_out", "html_root")
 # The modules that grade under two outside busy loops of their own form one group: their loads never add up.
 BUSY_LOOPS = ("tests/end_to_end/test_lab2_timing.py", "tests/end_to_end/test_lab2_class.py",
               "tests/autograder/pipeline/test_isolation.py")
-LONG_FIRST = (  # the slowest groups of a quiet run, slowest first (`pytest --durations=0`)
+# The slowest groups of a quiet run, slowest first (`pytest --durations=0`). pytest-xdist starts each process
+# with two groups, the first and third to one, the second and fourth to the other, and hands a process its
+# next group only when it is nearly done: the third group waits until the busy loops are over, so it is a
+# short one.
+LONG_FIRST = (
     "busy loops",
     "tests/end_to_end/test_lab1_class.py",
+    "tests/autograder/test_layout.py",
     "tests/book/test_measuring_pages.py",
     "book",
     "tests/end_to_end/test_lab1_autograde.py",
-    "tests/end_to_end/test_lab2_pipeline.py",
     "tests/autograder/checks/test_lab2.py",
     "tests/end_to_end/test_hostile.py",
     "tests/autograder/export/test_gradescope.py",
