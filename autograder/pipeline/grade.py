@@ -106,10 +106,10 @@ class StudentBounds:
             if use["forks_refused"]:
                 out.append(f"your code tried to run more than {b.processes} processes and threads at once; "
                            f"{use['forks_refused']} were refused")
-        for i, s in enumerate(self.scratches):
-            if max(self.peak_mb[i], s.used_mb()) >= 0.98 * s.size_mb:
-                out.append(f"your code filled its folder's {s.size_mb} MB: writes after that failed "
-                           f"(No space left on device)")
+        # one note however many of its folders it filled (nbgrader's run and the grader's each have one)
+        if any(max(self.peak_mb[i], s.used_mb()) >= 0.98 * s.size_mb for i, s in enumerate(self.scratches)):
+            out.append(f"your code filled its folder's {b.disk_mb} MB: writes after that failed "
+                       f"(No space left on device)")
         return out
 
     def usage(self) -> dict:
@@ -314,7 +314,7 @@ def time_student(cfg: Config, layout: dict, student: str, folder: Path, slot: in
             judged_all[name] = (judged, timings, measured)
         bounded.stop()
         result = results.timed(result, todo, judged_all, retime or retime_command(cfg, student))
-        result["problems"] += bounded.notes()
+        result["problems"] += [n for n in bounded.notes() if n not in result["problems"]]  # said once
         result["seconds"] = round(result.get("seconds", 0.0) + time.perf_counter() - t0, 1)
         result["bounds_timing"] = bounded.usage()
     finally:

@@ -149,7 +149,7 @@ def test_the_memory_hog_meets_its_own_bound_and_the_grader_survives(graded):
 def test_the_disk_filler_stops_at_its_folders_size(graded):
     _, _, results = graded
     r = results["filler"]
-    assert any(f"filled its folder's {BOUNDS.disk_mb} MB" in p for p in r["problems"]), r["problems"]
+    assert sum(f"filled its folder's {BOUNDS.disk_mb} MB" in p for p in r["problems"]) == 1, r["problems"]
 
 
 def test_a_decoder_that_does_less_keeps_only_what_it_earns(graded):
