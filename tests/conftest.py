@@ -69,6 +69,7 @@ LONG_FIRST = (
     "tests/book/test_measuring_pages.py",
     "book",
     "tests/end_to_end/test_lab1_autograde.py",
+    "tests/end_to_end/test_lab2_pipeline.py",
     "tests/autograder/checks/test_lab2.py",
     "tests/end_to_end/test_hostile.py",
     "tests/autograder/export/test_gradescope.py",

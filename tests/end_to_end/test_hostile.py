@@ -15,7 +15,6 @@ students (`zz_good`, `zz_half`) graded last. Each test asserts, for its case:
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import nbformat

@@ -8,20 +8,9 @@ on the machine's 2 cores, grades the Lab 2 reference beside:
 - a memory hog: forty processes of 100 MB each, each within the per-process limit, plus 2 GB written to
   the RAM-backed /dev/shm;
 - a disk filler, writing 16 MB files in its folder until the disk refuses;
-- the untouched release (every function still raises NotImplementedError);
-- a decoder that does less than the lab asks (issue 31): its `speculative_decode` never speculates (one
-  target forward and one token a step) and gives the target's p its temperature only at the settings
-  written in the check file, parts 3 and 4 left as released. It is right wherever the grader can be
-  predicted (greedy decoding, sampling at the fixed knobs), keeps the cells it earns (the baseline, greedy
-  equivalence, the sampling contracts) and loses the rollback cell (the forwards the grader counts show no
-  speculation), the sampling cell (the grading run draws the knobs) and the speed-up's points (it is the
-  catalogue's `never_speculates` under the class's load; tests/end_to_end/test_lab2_timing.py times the
-  other slow decoders). Its catalogue mutants, `never_speculates` and `knobs_only_at_fixed_settings`
-  (autograder/audit/mutants/lab2.py), are also judged by their checks called directly
-  (tests/autograder/checks/test_lab2.py).
+- the untouched release (every function still raises NotImplementedError).
 The hostile notebooks are the release with their one cell added, so they cost the run little besides the
-staller's wait (the decoder that does less is graded meanwhile); the timed cells are judged last, one
-student at a time, as the class run always judges them.
+staller's wait; the reference's timed cells are judged last, alone, as the class run always judges them.
 
 Each student is graded in a grader process and a control group of its own (autograder/sandbox/bounds.py).
 The reference gets 23/23 (its speed-up cell held pending, never taken, when its timing is unclear: the
@@ -34,7 +23,6 @@ tests/autograder/export/test_gradescope_lab2.py.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -43,13 +31,11 @@ from nbformat.v4 import new_code_cell
 
 import grading_fixtures as F
 from autograder.audit.mutants import make_submission
-from autograder.audit.mutants.lab2 import MUTANTS
 from autograder.audit.timing_load import busy_loops
 from autograder.checks.lab2 import CELLS
 from autograder.inside.timeouts import lab_timeout
 from autograder.pipeline import Config, build_template, grade_class
 from autograder.sandbox.bounds import Bounds, available
-from submissions import only_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = "lab2"
@@ -71,7 +57,6 @@ def speculative_decode(target, draft, prompt, max_new_tokens, k, temperature=0.0
         _time.sleep(10**6)
     raise NotImplementedError()
 '''
-EARNED = {"test_baseline", "test_greedy", "test_sampling_contracts"}  # what the decoder that does less earns
 BOUNDS = Bounds(disk_mb=256)  # the default memory (4096 MB), processes and CPU; a smaller scratch to fill
 
 
@@ -84,14 +69,6 @@ def with_cell(release, code: str):
     return nb
 
 
-def does_less():
-    """never_speculates and knobs_only_at_fixed_settings in one speculative_decode."""
-    by_name = {m.name: m for m in MUTANTS}
-    never, knobs = by_name["never_speculates"], by_name["knobs_only_at_fixed_settings"]
-    return replace(never, name="never_speculates_knobs_fixed", doc=f"{never.doc} {knobs.doc}",
-                   edits=never.edits + knobs.edits)
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     base = tmp_path_factory.mktemp("lab2class")
@@ -100,8 +77,7 @@ def graded(tmp_path_factory):
     release = nbformat.read(cfg.out / "template" / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
     notebooks = {"reference": make_submission(LAB, release), "staller": with_cell(release, STALLER),
                  "hog": with_cell(release, F.memory_hog(40)), "filler": with_cell(release, F.DISK_FILLER),
-                 "untouched": release,
-                 "does_less": only_parts(make_submission(LAB, release, does_less()), release, {1, 2})}
+                 "untouched": release}
     for student, nb in notebooks.items():
         folder = base / "subs" / student / LAB
         folder.mkdir(parents=True)
@@ -141,7 +117,7 @@ def test_the_memory_hog_meets_its_own_bound_and_the_grader_survives(graded):
     r = results["hog"]
     assert any(f"memory bound of {BOUNDS.memory_mb} MB" in p for p in r["problems"]), r["problems"]
     assert r["bounds"]["oom_kills"] >= 1 and r["bounds"]["peak_mb"] <= BOUNDS.memory_mb + 1
-    students = ("reference", "staller", "hog", "filler", "untouched", "does_less")
+    students = ("reference", "staller", "hog", "filler", "untouched")
     assert {json.loads((cfg.out / "results" / f"{s}.json").read_text())["student"] for s in students} == set(students)
     assert all((cfg.out / "feedback" / s).is_dir() for s in students), sorted(p.name for p in (cfg.out / "feedback").iterdir())
 
@@ -150,24 +126,6 @@ def test_the_disk_filler_stops_at_its_folders_size(graded):
     _, _, results = graded
     r = results["filler"]
     assert sum(f"filled its folder's {BOUNDS.disk_mb} MB" in p for p in r["problems"]) == 1, r["problems"]
-
-
-def test_a_decoder_that_does_less_keeps_only_what_it_earns(graded):
-    """Greedy and the fixed knobs are right, so those cells are kept; the rollback cell (no speculation in the
-    forwards), the sampling cell (knobs drawn for this run) and the speed-up (it is not faster) are lost, parts 3
-    and 4 score 0 as released. Its timing is judged under the class's load: lost on a clear verdict, or its
-    points held pending, never awarded."""
-    _, _, results = graded
-    r = results["does_less"]
-    scores = r["scores"][LAB]
-    assert {g: scores[g] for g in EARNED} == {g: POINTS[g] for g in EARNED}, r["problems"]
-    assert scores["test_rollback"] == 0 and scores["test_sampling"] == 0, r["problems"]
-    assert all(scores[c.grade_id] == 0 for c in CELLS if c.part in (3, 4)), scores
-    text = " ".join(r["problems"])
-    assert "test_rollback" in text and "no rejection" in text  # the forwards show no speculation
-    assert "test_sampling:" in text and "drawn for this run" in text  # the knobs it met were drawn
-    assert (r.get("pending") or {}).get(LAB, {}) in ({}, {"test_speedup": POINTS["test_speedup"]})
-    assert not r.get("figures"), r["figures"]  # nothing it measured reaches a leaderboard
 
 
 def test_the_untouched_release_gets_zero(graded):

@@ -5,11 +5,10 @@ Six notebooks that are not faster than the course's baseline, timed as the class
 time, in a grader process and a verdict sandbox of its own) while two outside busy loops keep both
 cores busy. None may be awarded the speed-up's points: each loses them on a clear verdict, or has them
 held pending (never given by default):
-- three slow decoders of the mutant catalogue (autograder/audit/mutants/lab2.py), each correct in its
-  output: `recompute_without_cache` (no KV cache), `rebuilds_caches` (rebuilds both caches every step) and
-  `verifies_token_by_token` (one target forward per drafted token). The fourth, `never_speculates` (the
-  target alone), is graded whole, timed cells included, in the class of tests/end_to_end/test_lab2_class.py,
-  under the same load;
+- the four slow decoders of the mutant catalogue (autograder/audit/mutants/lab2.py), each correct in its
+  output: `recompute_without_cache` (no KV cache), `rebuilds_caches` (rebuilds both caches every step),
+  `verifies_token_by_token` (one target forward per drafted token) and `never_speculates` (the target
+  alone);
 - a decoder that does not speculate with two helper processes that burn CPU whenever the decoder is not
   running, that is while the grader times its baseline. Its sandbox is frozen while the baseline runs, so
   the helpers slow nothing but its own calls;
@@ -93,7 +92,7 @@ def speculative_decode(target, draft, prompt, max_new_tokens, k, temperature=0.0
     return _memo[key]
 '''
 TIMED = ("test_speedup", "test_bandwidth")
-SLOW = ("recompute_without_cache", "rebuilds_caches", "verifies_token_by_token")  # never_speculates: test_lab2_class
+SLOW = ("recompute_without_cache", "rebuilds_caches", "verifies_token_by_token", "never_speculates")
 STUDENTS = (*SLOW, "burning", "memoising")
 
 
