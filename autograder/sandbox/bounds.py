@@ -224,9 +224,7 @@ class Group:
             for d in self.dirs.values():
                 try:
                     d.rmdir()
-                except FileNotFoundError:
-                    pass
-                except OSError:  # busy: a process is still in it (or just joined)
+                except OSError:  # gone already, or busy: a process is still in it (or just joined)
                     pass
             left = [d for d in self.dirs.values() if d.exists()]
             if not left or time.monotonic() > deadline:
