@@ -118,7 +118,7 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
                      f"{with_problems} with problems")
     if undecided:
         lines.append(f"{len(undecided)} timing{'s' if len(undecided) > 1 else ''} without a clear verdict (neither "
-                     f"given nor taken; each was timed again alone at the end of the run):")
+                     f"given nor taken; one with points at stake was timed again alone at the end of the run):")
         lines += [f"  {student}: {head(note.replace(f'{UNDECIDED_MARK} ', ''), 200)}" for student, note in undecided]
     held = [r for r in results if r.get("pending")]
     if held:

@@ -133,7 +133,7 @@ def hold_pending(result: dict, retime: str) -> dict:
             r["scores"][nb][gid] = 0.0
             r["problems"].append(
                 f"{nb}.ipynb {gid}: {PENDING_MARK} {points:g} point{'s' if points != 1 else ''} held back: the timing "
-                f"(alone, after the class's other checks) gave no clear verdict; they are neither given nor taken "
+                f"(alone, after the class's other checks, then once more) gave no clear verdict; they are neither given nor taken "
                 f"until it is timed again ({retime})")
     r["pending"] = held
     r["score"] = round(sum(sum(c.values()) for c in r["scores"].values()), 6)

@@ -276,6 +276,35 @@ def beside(group: "Group | None", name: str = "grader"):
             peer.remove()
 
 
+# The CPU weight of a timed pair (the student's group and the grader's beside it, through their common
+# parent) against a group of default weight (v2 `cpu.weight` 100, v1 `cpu.shares` 1024; with autogroup
+# scheduling, every session's processes together are one such group): 100 times.
+TIMING_WEIGHT = 100
+DEFAULT_WEIGHT = {1: 1024, 2: 100}  # the kernel's default for a new group
+
+
+@contextmanager
+def first_in_line(group: "Group | None"):
+    """For the block, the parent group of the student's `group` (the one this grader process made, which
+    also holds the grader's group `beside` it) weighs TIMING_WEIGHT times a default group when the kernel
+    shares the CPU: outside work on the machine (another session's busy process) gets the cores the timed
+    pair leaves idle, and little of the core it uses. The student's own CPU quota still holds. None: no
+    group, nothing changes."""
+    if group is None:
+        yield
+        return
+    v = group.version
+    path = (group.dirs["cpu"].parent / "cpu.shares") if v == 1 else (group.dirs["unified"].parent / "cpu.weight")
+    path.write_text(str(DEFAULT_WEIGHT[v] * TIMING_WEIGHT))
+    try:
+        yield
+    finally:
+        try:
+            path.write_text(str(DEFAULT_WEIGHT[v]))
+        except OSError:  # the group is gone with the student's: nothing to put back
+            pass
+
+
 class Scratch:
     """A size-capped tmpfs mounted over a (new, empty) folder; `close()` unmounts it."""
 

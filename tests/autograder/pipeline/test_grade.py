@@ -331,6 +331,8 @@ def test_an_unclear_timing_is_held_never_awarded(timed):
     note = next(p for p in held["problems"] if "timing pending:" in p)
     assert "--retime --student held" in note and "3 points held back" in note
     assert "pending" not in results["unclear"] and "pending" not in results["clear"]
+    # timed once more, alone, at the end of the class run, before its points were held; the others once
+    assert {s: r.get("timed_runs") for s, r in results.items()} == {"held": 2, "unclear": 1, "clear": 1}
     with open(cfg.out / "grades.csv") as f:
         assert {row["student"]: (row["score"], row["pending"]) for row in csv.DictReader(f)} == {
             "clear": (f"{FULL:g}", ""), "unclear": (f"{HALF_PTS:g}", ""), "held": (f"{FULL - 3:g}", "3")}
@@ -346,6 +348,7 @@ def test_an_unclear_timing_is_held_never_awarded(timed):
     changed = {s for s, t in written(cfg).items() if t != before.get(s)}
     assert changed == {"held"}  # only the held student's result is timed again and rewritten
     assert after["held"]["pending"] == held["pending"] and after["held"]["score"] == held["score"]
+    assert after["held"]["timed_runs"] == 4  # --retime times it, and once more while it stays unclear
     assert after["clear"] == results["clear"]
 
 

@@ -199,3 +199,32 @@ def test_the_graders_side_of_a_timing_stands_beside_the_student(group):
         assert os.getpid() in {int(x) for x in (peer / "cgroup.procs").read_text().split()}
     assert cpu_path() == home
     assert not peer.exists() and group.dirs["cpu"].is_dir()
+
+
+def test_a_timed_pair_is_first_in_line_for_the_cpu():
+    """bounds.first_in_line: for the block, the student's group (and the grader's beside it, through their
+    parent) weighs TIMING_WEIGHT times a default group. A busy process in the group and one outside it, in
+    a session of its own (its own scheduling group, as an outside busy loop is), share one core for 2 s:
+    the group's gets at least 80 % of it (about 99 % is expected; an even share would give 50 %).
+    Afterwards the parent's weight is the kernel's default again."""
+    from autograder.sandbox.bounds import DEFAULT_WEIGHT, TIMING_WEIGHT, first_in_line
+
+    group = Group(f"first-{os.getpid()}-{time.monotonic_ns()}", Bounds(memory_mb=512, processes=64, cpus=1.0))
+    weight = group.dirs["cpu"].parent / "cpu.shares" if group.version == 1 else group.dirs["unified"].parent / "cpu.weight"
+    spin = "import os, time\nos.sched_setaffinity(0, {0})\nend = time.monotonic() + 4\nwhile time.monotonic() < end:\n    pass\n"
+    outside = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
+    try:
+        with first_in_line(group):
+            assert int(weight.read_text()) == DEFAULT_WEIGHT[group.version] * TIMING_WEIGHT
+            inside = subprocess.Popen(group.join_prefix() + [sys.executable, "-c", spin.replace("4", "2.5", 1)])
+            time.sleep(0.5)  # both are running, on core 0
+            before, t0 = group.cpu_seconds(), time.monotonic()
+            time.sleep(1.5)
+            share = (group.cpu_seconds() - before) / (time.monotonic() - t0)
+            inside.wait(10)
+        assert share >= 0.8, share
+        assert int(weight.read_text()) == DEFAULT_WEIGHT[group.version]
+    finally:
+        outside.kill()
+        outside.wait()
+        group.remove()
