@@ -43,6 +43,7 @@ VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 NEEDS_MB = 1536
 NEEDS_TIMEOUT_MIN = 35
 NEEDS_CPUS = 1.0
+TIMING_ONCE = 1  # timed cells timed once here (a class run times an unclear one again: TIMING_ATTEMPTS)
 STOP_BEFORE_S = 60  # run_autograder stops the grader this long before Gradescope's timeout, to write results.json
 CGROUP_ENV = "SPECLAB_CGROUP_ROOT"  # where the container's cgroup files are (tests point it at a fake tree)
 
@@ -411,9 +412,11 @@ def run(root: Path) -> dict:
         layout = build_template(cfg)
         folder = cfg.submissions / STUDENT
         notes = _gather(root / "submission", folder)
-        # a timing with no clear verdict is never awarded: its points are held until the instructor regrades
+        # a timing with no clear verdict is never awarded: its points are held until the instructor regrades.
+        # Timed once (TIMING_ONCE): a second timing would not fit Gradescope's longest timeout (worst_case_s)
         retime = "your instructor can run the autograder on this submission again"
-        result = hold_pending(grade_student(cfg, layout, STUDENT, folder, slot=0, retime=retime), retime)
+        result = hold_pending(grade_student(cfg, layout, STUDENT, folder, slot=0, retime=retime,
+                                            attempts=TIMING_ONCE), retime)
         names, verdicts = {}, {}
         for nb_name in layout:
             release = json.loads((cfg.out / "template" / "labs" / lab / f"{nb_name}.ipynb").read_text())

@@ -17,8 +17,10 @@ scratch). Grading is in two phases.
 checks are over, one student at a time, so no other student's process exists while it is timed, and
 the student's own sandbox is frozen while the grader times its baseline (autograder.checks.timing
 .pausing), and the pair (the student's group and the grader's beside it) comes first in the kernel's
-share of the CPU, ahead of any outside work (bounds.first_in_line). A timing without a clear verdict is timed once more, alone, at the end of the run
-(TIMING_ATTEMPTS); still unclear, its points are held (results.hold_pending) until `--retime`. `grade_student` runs both phases in this process (Gradescope grades one student).
+share of the CPU, ahead of any outside work (bounds.first_in_line). A timing without a clear verdict
+is timed once more, alone, at the end of the run (TIMING_ATTEMPTS); still unclear, its points are held
+(results.hold_pending) until `--retime`. `grade_student` runs both phases in this process (Gradescope
+grades one student).
 `grade_class` grades the students W at a time and merges the results (report.py).
 """
 from __future__ import annotations
@@ -143,12 +145,13 @@ def run_key(cfg: Config) -> bytes:
 
 
 def grade_student(cfg: Config, layout: dict, student: str, folder: Path, slot: int, key: bytes | None = None,
-                  retime: str | None = None) -> dict:
-    """Grade one student in this process: its untimed checks, then its timed ones; return its result.
-    retime: what a held timing's note says to do (default: the --retime command)."""
+                  retime: str | None = None, attempts: int | None = None) -> dict:
+    """Grade one student in this process: its untimed checks, then its timed ones, timed again while
+    unclear up to `attempts` times (default TIMING_ATTEMPTS); return its result. retime: what a held
+    timing's note says to do (default: the --retime command)."""
     key = key if key is not None else run_key(cfg)
     result = grade_untimed(cfg, layout, student, folder, slot, key)
-    for _ in range(TIMING_ATTEMPTS):  # the first timing, then once more if it stayed unclear (held pending)
+    for _ in range(TIMING_ATTEMPTS if attempts is None else attempts):  # then held pending if still unclear
         if not results.to_time(result):
             break
         result = time_student(cfg, layout, student, folder, slot, key, retime)

@@ -13,8 +13,7 @@ The hostile notebooks are the release with their one cell added, so they cost th
 staller's wait; the reference's timed cells are judged last, alone, as the class run always judges them.
 
 Each student is graded in a grader process and a control group of its own (autograder/sandbox/bounds.py).
-The reference gets 23/23 (its speed-up cell held pending, never taken, when its timing is unclear: the
-machine is busy by design); each hostile notebook loses only its own points, with a note that says why;
+The reference gets 23/23, its timings clear though the machine is busy by design; each hostile notebook loses only its own points, with a note that says why;
 every result and feedback page is written. Grading Lab 2 under the REAL `nbgrader autograde` without the
 pipeline is Lab 1's and the tiny lab's test (tests/end_to_end/test_lab1_autograde.py,
 tests/autograder/authoring/test_labs.py); the same reference under Gradescope's confinement is
@@ -90,14 +89,17 @@ def graded(tmp_path_factory):
 
 
 def test_the_reference_keeps_every_point(graded):
-    """23/23; the speed-up's 4 points may be held pending (never taken) when its timing stays unclear."""
+    """23/23, none of it held pending. Its timed cells are timed after the class's other checks, alone, first in
+    line for the CPU (bounds.first_in_line), and once more if unclear. How often that fails, under the same two
+    busy loops: a clear false failure of the speed-up cell has probability <= 2.5 % per timing by the sign test's
+    design (for a decoder exactly at the bar; the reference's per-round medians are 1.5x to 2x against 1.3x),
+    and `python -m autograder.audit.timing_load` found its first timing clear in 20 of 20 gradings."""
     _, _, results = graded
     r = results["reference"]
     assert sum(POINTS.values()) == 23 and r["max_score"] == 23
-    pending = r.get("pending", {}).get(LAB, {})
-    assert set(pending) <= {"test_speedup"}, pending
-    want = {g: (0.0 if g in pending else p) for g, p in POINTS.items()}
-    assert r["scores"][LAB] == want, (r["scores"], r["problems"])
+    assert not r.get("pending"), (r["pending"], r["problems"])
+    assert r["scores"][LAB] == POINTS, (r["scores"], r["problems"])
+    assert r["score"] == 23 and r["timed_runs"] in (1, 2)
     assert not any("went over" in p or "filled its folder" in p for p in r["problems"]), r["problems"]
     cpu = r["bounds"]["cpu_s"] + r.get("bounds_timing", {}).get("cpu_s", 0.0)
     print(f"the reference's own processes used {cpu:.0f} CPU-seconds")

@@ -351,6 +351,19 @@ def test_an_unclear_timing_is_held_never_awarded(timed):
     assert after["held"]["timed_runs"] == 4  # --retime times it, and once more while it stays unclear
     assert after["clear"] == results["clear"]
 
+    # Gradescope's one timing (its timeout has no room for a second): held after one. In this process, as
+    # Gradescope grades (the grader process of a class run finds the lab's checks the same way)
+    from autograder.checks import add_folder
+    from autograder.export import gradescope
+    from autograder.pipeline.collect import collect
+    from autograder.pipeline.grade import grade_student
+
+    for extra in cfg.lab_checks:
+        add_folder(extra)
+    folder = collect(cfg.submissions, cfg.lab, cfg.out)["held"]
+    once = grade_student(cfg, build_template(cfg), "held", folder, 0, attempts=gradescope.TIMING_ONCE)
+    assert once["timed_runs"] == 1 and once["pending"] == held["pending"]
+
 
 def test_the_hidden_checks_long_message_reaches_the_page_whole(timed):
     cfg, results, _ = timed
