@@ -39,6 +39,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from autograder.checks import DEFER_ENV, LAB_CHECKS_ENV, defer_value, hidden
+from autograder.inside import clock
 from autograder.inside.timeouts import lab_timeout
 from autograder.sandbox import (VERDICT_SLOTS, StudentBox, capabilities, course_mounts, lock_down, no_links,
                                 python_paths, require, scratch_path, slot_uids)
@@ -399,7 +400,9 @@ def _grade_class(cfg: Config, students: dict, progress: bool) -> list[dict]:
     slots = list(range(workers))
     lock = threading.Lock()
     key = run_key(cfg)
-    limit_s = 3 * cfg.limits.notebook_timeout_s * max(1, len(layout)) + 300  # a stalled grader process, at worst
+    # a stalled grader process, at worst: nbgrader's run (the verdict beside it), then the clean re-check, each
+    # at its notebook limit stretched by the time the student waited for a core (autograder/inside/clock.py)
+    limit_s = 2 * (1 + clock.STRETCH) * cfg.limits.notebook_timeout_s * max(1, len(layout)) + 300
 
     def failed(s: str, why: str) -> dict:
         result = {"student": s, "lab": cfg.lab, "submission_sha256": "", "seconds": 0.0,

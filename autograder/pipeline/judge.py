@@ -29,15 +29,16 @@ import select
 import shutil
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.inside import launch
+from autograder.inside.clock import LOOK_S, Limit, OwnClock, wall_clock
 from autograder.inside.recheck import capped
 from autograder.inside.wire import (CACHE_BYTES, MAX_LINE, REF_SOURCES, Unportable, decode, encode, move_globals,
                                     set_rng)
 from autograder.sandbox import no_links, scratch_path
+from autograder.sandbox.bounds import own_clock
 
 from .results import NOT_REACHED
 
@@ -82,8 +83,11 @@ def _install_recorders(check_module: str) -> None:
 class Harness:
     """The grader's end of a harness running in a sandbox (a started sandbox.Session)."""
 
-    def __init__(self, session, refs: dict, deadline: float = float("inf")):
-        self.session, self.refs, self.next_id, self.deadline = session, refs, 0, deadline
+    def __init__(self, session, refs: dict, limit_s: float = float("inf"), clock: OwnClock | None = None):
+        """limit_s: the notebook's limit, counted by clock (default: wall time) from now."""
+        self.session, self.refs, self.next_id = session, refs, 0
+        self.clock = clock or wall_clock()
+        self.limit = self.clock.limit(limit_s)
         self.buf = b""
         self.sent: dict[int, tuple[object, str]] = {}  # large arrays the harness already holds
 
@@ -110,14 +114,13 @@ class Harness:
                 out.append(encode(a, self.refs))
         return out
 
-    def _read(self, deadline: float) -> dict:
+    def _read(self, limit: Limit) -> dict:
         fd = self.session.stdout_fd
-        deadline = min(deadline, self.deadline)
         while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
+            left = min(limit.left(), self.limit.left())
             if left <= 0:
                 raise HarnessGone("no answer within the time limit")
-            ready, _, _ = select.select([fd], [], [], left)
+            ready, _, _ = select.select([fd], [], [], min(left, LOOK_S))
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 20)
@@ -137,13 +140,13 @@ class Harness:
 
     def _send(self, msg: dict) -> None:
         try:
-            self.session.write((json.dumps(msg) + "\n").encode(), max(1.0, min(60.0, self.deadline - time.monotonic())))
+            self.session.write((json.dumps(msg) + "\n").encode(), max(1.0, min(60.0, self.limit.left())))
         except OSError:
             raise HarnessGone("the notebook's process ended") from None
 
     def wait_at(self, timeout_s: float) -> str | None:
         """The grade id of the next graded cell the notebook reached (None: the end)."""
-        msg = self._read(time.monotonic() + timeout_s)
+        msg = self._read(self.clock.limit(timeout_s))
         if "at" not in msg:
             raise HarnessGone("an answer out of turn")
         return msg["at"]
@@ -158,7 +161,7 @@ class Harness:
         req["id"] = self.next_id
         with SECTIONS.released():  # the student's code runs now, not the grader's: other checks may go on
             self._send(req)
-            msg = self._read(time.monotonic() + timeout_s + 10)
+            msg = self._read(self.clock.limit(timeout_s + 10))
         if msg.get("id") != self.next_id:
             raise HarnessGone("an answer out of turn")
         return msg
@@ -401,7 +404,7 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
     cmd = launch(box.code_root, "autograder.inside.harness", "serve", copy, "--cell-timeout", int(cell_timeout_s),
                  *(["--grading-switch"] if switch else []))
     session = box.session(cmd, work, scratch, box.env(scratch), "verdict.log")
-    harness = Harness(session, {}, deadline=time.monotonic() + notebook_timeout_s)
+    harness = Harness(session, {}, notebook_timeout_s, own_clock(getattr(box, "group", None)))
     gone = "the notebook ended before it"
     try:
         while (gid := harness.wait_at(notebook_timeout_s)) is not None:

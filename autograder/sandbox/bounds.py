@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from autograder.inside.clock import OwnClock, own_threads, tasks_of, wall_clock
+
 CGROUP_FS = Path("/sys/fs/cgroup")
 V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "freezer")
 V2_CONTROLLERS = ("memory", "pids", "cpu")
@@ -130,6 +132,10 @@ class Group:
         command starts is born inside (nothing can fork before it is counted)."""
         joins = " && ".join(f"echo $$ > '{f}'" for f in self.procs_files())
         return ["sh", "-c", f"{joins} && exec \"$@\"", "sh"]
+
+    def thread_files(self) -> list[Path]:
+        """The file that lists the group's threads (v1 `tasks`, v2 `cgroup.threads`)."""
+        return [self.dirs["cpu"] / "tasks"] if self.version == 1 else [self.dirs["unified"] / "cgroup.threads"]
 
     def pids(self) -> set[int]:
         out: set[int] = set()
@@ -236,6 +242,15 @@ class Group:
             except OSError:
                 pass
         return not left
+
+
+def own_clock(group: "Group | None") -> OwnClock:
+    """The clock a student's time limits count (autograder/inside/clock.py): wall time less the time the
+    threads of its `group` (under its CPU quota) and of this grader process (which runs its checks) were
+    ready to run but waited for a core. None: the wall clock."""
+    if group is None:
+        return wall_clock()
+    return OwnClock(bound=tasks_of(group.thread_files()), free=own_threads, quota=group.bounds.cpus)
 
 
 @contextmanager

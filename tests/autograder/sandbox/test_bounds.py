@@ -228,3 +228,43 @@ def test_a_timed_pair_is_first_in_line_for_the_cpu():
         outside.kill()
         outside.wait()
         group.remove()
+
+
+def _group_clock_ratio(cpus: float, threads: int, compete: bool) -> tuple[float, float]:
+    """(own time / wall time, CPU time / wall time) of a group of `threads` busy processes on core 0 under
+    a quota of `cpus` cores, for 3 s, beside a busy process outside it on core 0 when `compete`."""
+    from autograder.sandbox.bounds import own_clock
+
+    group = Group(f"clock-{os.getpid()}-{time.monotonic_ns()}", Bounds(memory_mb=512, processes=64, cpus=cpus))
+    spin = "import os, time\nos.sched_setaffinity(0, {0})\nend = time.monotonic() + 5\nwhile time.monotonic() < end:\n    pass\n"
+    outside = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True) if compete else None
+    inside = [subprocess.Popen(group.join_prefix() + [sys.executable, "-c", spin]) for _ in range(threads)]
+    try:
+        time.sleep(0.7)  # all started and spinning
+        clock, before, t0 = own_clock(group), group.cpu_seconds(), time.monotonic()
+        time.sleep(3)
+        own, cpu, wall = clock.now(), group.cpu_seconds() - before, time.monotonic() - t0
+        return own / wall, cpu / wall
+    finally:
+        for p in inside + ([outside] if outside else []):
+            p.kill()
+            p.wait()
+        group.remove()
+
+
+def test_a_groups_clock_does_not_count_the_time_outside_work_kept_it_waiting():
+    """bounds.own_clock: a busy process in the group and one outside it share core 0; the group's clock
+    counts about the CPU time the group got (half the wall's), where a wall clock would count it all.
+    Its time limits therefore stretch with the machine's load (autograder/inside/clock.py)."""
+    own, cpu = _group_clock_ratio(1.0, 1, compete=True)
+    assert cpu <= 0.8, cpu  # the group did wait for the core
+    assert abs(own - cpu) <= 0.1, (own, cpu)
+
+
+def test_a_group_that_uses_its_whole_quota_gets_no_discount():
+    """Two busy processes under a quota of half a core on a quiet core: the kernel throttles them at the
+    quota, and counts that as waiting (`run_delay`), but the group used all it may: its clock keeps the
+    wall's speed, so a student cannot stretch its own limits by running more threads than its quota."""
+    own, cpu = _group_clock_ratio(0.5, 2, compete=False)
+    assert cpu == pytest.approx(0.5, abs=0.1)
+    assert own >= 0.9, own

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from autograder.inside import clock
+
 from autograder.sandbox import bwrap as sandbox
 from autograder.sandbox import Limits
 import detaching
@@ -291,6 +293,17 @@ def test_timeout_kills_the_whole_sandbox(box):
     """, timeout=3)
     assert res.timed_out and time.perf_counter() - t0 < 3 + scaled(12)
     assert box.alive() == []
+
+
+def test_the_cell_clock_reads_its_own_counters_inside(box):
+    """The harness's cell limit (protect.cell_timer) counts its process's own time from
+    /proc/self/task/*/schedstat: inside the sandbox those files are readable (else the clock would fall
+    back to wall time, and a crowded machine would take a correct cell's points)."""
+    source = Path(clock.__file__).read_text()  # the module as the harness runs it, standard library only
+    res = box.run(source + "\nprint('counted', len(_counters(own_threads())))\n")
+    assert res.returncode == 0, res.log
+    counted = int(res.log.split("counted")[1].split()[0])
+    assert counted >= 1, res.log
 
 
 def test_missing_bubblewrap_fails_closed(monkeypatch):
