@@ -7,7 +7,6 @@ with autogroup scheduling each is a group of its own).
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
