@@ -25,6 +25,7 @@ grades one student).
 """
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
@@ -60,10 +61,12 @@ def student_boxes(cfg: Config, slot: int, group=None) -> tuple[StudentBox, Stude
     if cfg.lab_checks:
         env.append((LAB_CHECKS_ENV, os.pathsep.join(map(str, cfg.lab_checks))))
     nb_uid, verdict_uid = slot_uids(slot)
+    own = functools.partial(judge.own_clock, group)  # its time limits count the student's own time
     box = StudentBox(cfg.code_root, tuple(course_mounts(cfg.code_root, cfg.course_root, cfg.lab_checks)), cfg.limits,
-                     nb_uid, cfg.out / "work" / ".logs", env_extra=tuple(env), unsafe=cfg.unsafe, group=group)
+                     nb_uid, cfg.out / "work" / ".logs", env_extra=tuple(env), unsafe=cfg.unsafe, group=group,
+                     clock=own)
     return box, StudentBox(box.code_root, box.mounts, box.limits, verdict_uid, box.logs, env_extra=box.env_extra,
-                           unsafe=box.unsafe, caps=box.caps, group=group)
+                           unsafe=box.unsafe, caps=box.caps, group=group, clock=own)
 
 
 class StudentBounds:

@@ -33,14 +33,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.inside import launch
-from autograder.inside.clock import LOOK_S, Limit, OwnClock, wall_clock
+from autograder.inside.clock import LOOK_S, Limit, OwnClock, own_threads, tasks_of, wall_clock
 from autograder.inside.recheck import capped
 from autograder.inside.wire import (CACHE_BYTES, MAX_LINE, REF_SOURCES, Unportable, decode, encode, move_globals,
                                     set_rng)
 from autograder.sandbox import no_links, scratch_path
-from autograder.sandbox.bounds import own_clock
 
 from .results import NOT_REACHED
+
+
+def own_clock(group) -> OwnClock:
+    """The clock a student's time limits count (autograder/inside/clock.py): wall time less the time the
+    threads of its control `group` (bounds.Group, under its CPU quota) and of this grader process (which
+    runs its checks) were ready to run but waited for a core. None: the wall clock."""
+    if group is None:
+        return wall_clock()
+    return OwnClock(bound=tasks_of(group.thread_files()), free=own_threads, quota=group.bounds.cpus)
 
 
 class HarnessGone(BaseException):

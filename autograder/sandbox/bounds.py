@@ -36,8 +36,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from autograder.inside.clock import OwnClock, own_threads, tasks_of, wall_clock
-
 CGROUP_FS = Path("/sys/fs/cgroup")
 V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "freezer")
 V2_CONTROLLERS = ("memory", "pids", "cpu")
@@ -242,15 +240,6 @@ class Group:
             except OSError:
                 pass
         return not left
-
-
-def own_clock(group: "Group | None") -> OwnClock:
-    """The clock a student's time limits count (autograder/inside/clock.py): wall time less the time the
-    threads of its `group` (under its CPU quota) and of this grader process (which runs its checks) were
-    ready to run but waited for a core. None: the wall clock."""
-    if group is None:
-        return wall_clock()
-    return OwnClock(bound=tasks_of(group.thread_files()), free=own_threads, quota=group.bounds.cpus)
 
 
 @contextmanager

