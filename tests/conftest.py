@@ -20,6 +20,30 @@ from courses import NbgraderCourse, make_course  # noqa: E402,F401 - NbgraderCou
 from load import scaled  # noqa: E402
 
 BIN = Path(sys.executable).parent  # the venv's bin: nbgrader, and alembic which the gradebook needs
+AUDITS = ROOT / "tests" / "audit"  # `make audit`'s modules: collected only with --audit NAME
+
+
+def pytest_addoption(parser):
+    parser.addoption("--audit", metavar="NAME", default=None,
+                     help="run the audit tests/audit/test_NAME.py and write its report (python -m autograder.audit)")
+
+
+def pytest_configure(config):
+    import load
+
+    load.measure_at_start()  # the contention the suite's limits follow, measured once, before any test runs
+    name = config.getoption("audit")
+    if name:
+        from audit_plugin import AuditPlugin
+
+        config.pluginmanager.register(AuditPlugin(name), "speclab-audit")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """tests/audit/ belongs to `make audit`, not `make test`."""
+    if collection_path.is_relative_to(AUDITS):
+        return not config.getoption("audit") or None
+    return None
 
 
 @pytest.fixture
@@ -48,35 +72,29 @@ def fresh_book(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
 
 # ------------------------------------------------------------------ two test processes (pytest-xdist)
 # `make test` runs the suite in two processes (`pytest -n 2`, the scheduler below). Every test of one module
-# runs in the same process, so a module's expensive fixture (a graded class, the pages under fakes) is
-# built once; every module that reads the built book joins one group, so the book is built once; the
-# modules that start outside busy loops join another, so two of them never load the machine at once. The
-# groups known to be long are handed out first, so neither process is left with a long one at the end
-# while the other waits. A run without -n keeps this order and ignores the groups.
+# runs in the same process, so a module's expensive fixture (a graded class) is built once; every module that
+# reads the built book joins one group, so the book is built once; the real labs' gradings
+# (tests/end_to_end/test_real_labs.py) are a group per lab, so the two labs may grade side by side. The groups
+# known to be long are handed out first, so neither process is left with a long one at the end while the other
+# waits. A run without -n keeps this order and ignores the groups. The suite starts no deliberate load:
+# tests/audit/ (`make audit`) holds what does.
 # (pytest-xdist's own `--dist loadgroup` reads `item._nodeid`, which pytest 9.2 no longer uses.)
 BOOK_FIXTURES = ("fresh_book", "book_out", "html_root")
-# The modules that grade under two outside busy loops of their own form one group: their loads never add up.
-BUSY_LOOPS = ("tests/end_to_end/test_lab2_timing.py", "tests/end_to_end/test_lab2_class.py",
-              "tests/autograder/pipeline/test_isolation.py")
+PER_PARAMETER = ("tests/end_to_end/test_real_labs.py",)  # one group per parameter (its module fixture's)
 # The slowest groups of a quiet run, slowest first (`pytest --durations=0`). pytest-xdist starts each process
 # with two groups, the first and third to one, the second and fourth to the other, and hands a process its
-# next group only when it is nearly done: the third group waits until the busy loops are over, so it is a
-# short one.
+# next group only when it is nearly done.
 LONG_FIRST = (
-    "busy loops",
-    "tests/end_to_end/test_lab1_class.py",
-    "tests/autograder/test_layout.py",
-    "tests/book/test_measuring_pages.py",
+    "tests/end_to_end/test_real_labs.py[lab2]",
     "book",
-    "tests/end_to_end/test_lab1_autograde.py",
-    "tests/end_to_end/test_lab2_pipeline.py",
-    "tests/autograder/checks/test_lab2.py",
-    "tests/end_to_end/test_hostile.py",
-    "tests/autograder/export/test_gradescope.py",
-    "tests/autograder/export/test_gradescope_lab2.py",
     "tests/autograder/pipeline/test_grade.py",
-    "tests/end_to_end/test_install.py",
+    "tests/autograder/checks/test_lab2.py",
+    "tests/autograder/pipeline/test_isolation.py",
+    "tests/end_to_end/test_hostile.py",
     "tests/autograder/checks/test_lab1.py",
+    "tests/end_to_end/test_real_labs.py[lab1]",
+    "tests/end_to_end/test_install.py",
+    "tests/autograder/test_layout.py",
 )
 
 
@@ -88,7 +106,9 @@ def uses_the_book(path: str) -> bool:
 
 def group_of(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
-    return "book" if uses_the_book(path) else "busy loops" if path in BUSY_LOOPS else path
+    if path in PER_PARAMETER and nodeid.endswith("]"):
+        return f"{path}[{nodeid.rsplit('[', 1)[1]}"
+    return "book" if uses_the_book(path) else path
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,6 +1,11 @@
 """False failures and false passes of Lab 2's speed-up check on a loaded machine.
 
-    python -m autograder.audit.timing_load [--runs 20] [--wrong 5] [--busy 2]
+    python -m autograder.audit.timing_load [--runs 20] [--wrong 5] [--busy 2] [--report]
+
+`make audit timing_load` runs it with --report (autograder/audit/reports.py gives its settings) and writes
+autograder/audit/reports/timing_load.json: every grading, the rates with their 95 % upper bounds, the machine,
+its load and the wall time. Its verdicts: no slow decoder awarded (a false pass), no reference's points taken on
+a clear verdict (a false failure), no grading crashed.
 
 Times the hidden speed-up check (autograder.checks.lab2.check_speedup) as the grading pipeline now
 times it: one grading at a time (the class run judges timed cells one student at a time, after
@@ -128,16 +133,62 @@ def rates(results: list[dict]) -> dict:
             "retimed": sum(r.get("attempts", 1) > 1 for r in results)}
 
 
+def upper_95(k: int, n: int) -> float | None:
+    """The one-sided 95 % Clopper-Pearson upper bound of a rate seen k times in n."""
+    from scipy import stats
+
+    return None if n == 0 else 1.0 if k >= n else float(stats.beta.ppf(0.95, k + 1, n - k))
+
+
+def report(results: list[dict], busy: int, wall_s: float, load_before: list[float]) -> dict:
+    """The committed report's body (autograder.audit.reports.write stamps it with its digest)."""
+    from autograder.audit import reports
+    from autograder.checks.lab2 import CELLS
+
+    points = next(float(c.points) for c in CELLS if c.grade_id == "test_speedup")
+    r = rates(results)
+    students = {}
+    for i, g in enumerate(results, 1):
+        score = points if g["verdict"] == "pass" else 0.0
+        if g["decoder"] == "reference":
+            want, held = f"{points:g}, or held pending (never taken on a clear verdict)", g["verdict"] != "fail"
+        else:
+            want, held = "0 on a clear verdict, or held pending (never awarded)", g["verdict"] != "pass"
+        students[f"{i:02d}_{g['decoder']}"] = {
+            "cells": {"test_speedup": {"score": score, "expected": want, "held": held}}, "score": score,
+            "pending": {"test_speedup": points} if g["verdict"] == "undecided" else {},
+            "verdict": g["verdict"], "timed": g["attempts"], "seconds": g["seconds"]}
+    return {
+        "command": "make audit timing_load", "wall_s": round(wall_s, 1), "machine": reports.machine(),
+        "load": {"loadavg_before": load_before, "loadavg_after": reports.loadavg(), "busy_loops": busy},
+        "rates": {**r, "false_failure_upper_95": upper_95(r["false_failures"], r["reference"]),
+                  "false_pass_upper_95": upper_95(r["false_passes"], r["slow"])},
+        "tests": {"no slow decoder is awarded the speed-up (no false pass)":
+                  "passed" if r["false_passes"] == 0 else "failed",
+                  "the reference never loses the speed-up on a clear verdict (no false failure)":
+                  "passed" if r["false_failures"] == 0 else "failed",
+                  "every grading ran to a verdict": "passed" if len(results) == r["reference"] + r["slow"] else "failed"},
+        "students": students, "left_behind": reports.left_behind(),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20, help="gradings of the reference")
     ap.add_argument("--wrong", type=int, default=5, help="gradings of each of the four slow decoders")
     ap.add_argument("--busy", type=int, default=2, help="outside busy-loop processes")
+    ap.add_argument("--report", action="store_true", help="write autograder/audit/reports/timing_load.json")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the busy loops are killed on a kill too
     t0 = time.monotonic()
+    from autograder.audit import reports
+
+    load_before = reports.loadavg()
     results = run(args.runs, args.wrong, args.busy)
     r = rates(results)
+    if args.report:
+        path = reports.write("timing_load", report(results, args.busy, time.monotonic() - t0, load_before))
+        print(f"report written to {path.relative_to(ROOT)}")
     print(f"\nunder {args.busy} busy loops, one grading at a time ({time.monotonic() - t0:.0f} s, load average "
           f"{os.getloadavg()[0]:.1f}):\n"
           f"  reference: {r['false_failures']}/{r['reference']} false failures (points taken on a clear verdict), "

@@ -2,29 +2,21 @@
 
 - Unit tests of the stopwatch seam (speclab.measure), its fakes, the stability self-check and
   the page notes, and of the theory helpers that take measured costs.
-- The adversarial-timer test: every chapter that times (found by scanning book/ for speclab's
-  timers) and every lab that times (its source in solutions/, with the reference's answers and
-  the hidden checks cut out: what a student runs) is executed headless once per FakeStopwatch
-  kind (noise x10, reversed order, all equal, tiny, huge, zero); no cell may raise and no
-  progress bar may reach the page. A
-  deliberately fragile page shows the harness catches a cell that trusts its timings.
-- The load test: a measuring chapter runs on the real clock, and the Lab 2 reference goes
-  through the timed speedup check, while two busy-loop processes keep both cores of a 2-core
-  machine busy (bounded, the loops always killed).
+- The harness of the adversarial-timer audit (tests/support/measuring.py): a deliberately fragile page
+  shows it catches a cell that trusts its timings, under the fakes (noise x10, reversed order, all equal,
+  tiny, huge, zero).
 
-The chapters run as subprocesses (tests/support/chapter_runner.py), two at a time; one kernel per
-chapter serves every fake, so the imports are paid once.
+Every chapter and lab that times, executed headless once per fake, and a measuring chapter on the real clock
+under two busy loops, are the `fake_timers` audit (tests/audit/test_fake_timers.py,
+`make audit fake_timers`); the book's build runs every chapter on the real clock once (tests/book/test_book.py).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -33,46 +25,9 @@ from scipy import optimize
 from speclab import measure, theory
 from speclab.measure import FakeStopwatch, Timing, quality_note, time_interleaved, use_stopwatch
 
+from measuring import FAKES, measuring_chapters, measuring_labs, run_chapter
+
 ROOT = Path(__file__).resolve().parents[2]
-RUNNER = ROOT / "tests" / "support" / "chapter_runner.py"
-FAKES = list(measure.FAKE_KINDS)
-TIMERS = re.compile(r"measure\.(time_interleaved|time_fn|time_ratio|forward_times|copy_bandwidth|matmul_throughput)\(|"
-                    r"measurements\.live\(")
-TIMER_IMPORT = re.compile(r"^from speclab\.measure import .*\b(time_interleaved|time_fn|time_ratio|forward_times)\b|"
-                          r"speedtest\.(batch_speedup|decoder_speedup)\(", re.M)
-
-
-def measuring_chapters() -> list[str]:
-    """Pages of the book whose code calls one of speclab.measure's timers, or measures through
-    speclab.measurements (which times with them)."""
-    return sorted(p.name for p in (ROOT / "book").glob("*.md") if TIMERS.search(p.read_text()))
-
-
-def measuring_labs() -> list[str]:
-    """Labs (their MyST sources in solutions/, the reference's answers in place) whose cells time."""
-    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "solutions").glob("*/*.md")
-                  if p.stem == p.parent.name and (TIMERS.search(p.read_text()) or TIMER_IMPORT.search(p.read_text())))
-
-
-def measuring_pages() -> list[str]:
-    """Every page a reader or a student executes that times: book chapters by name, labs by path."""
-    return measuring_chapters() + measuring_labs()
-
-
-def page_path(page: str) -> Path:
-    return ROOT / page if "/" in page else ROOT / "book" / page
-
-
-def run_chapter(path: Path, out: Path, fakes: list[str] = (), timeout: float = 1500) -> dict:
-    args = [sys.executable, str(RUNNER), str(path), str(out)]
-    if fakes:
-        args += ["--fakes", ",".join(fakes)]
-    if path.is_relative_to(ROOT / "solutions"):  # a lab: what the student runs, the hidden checks cut out
-        args += ["--without-hidden-tests"]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
-    if not out.exists():
-        raise AssertionError(f"the runner wrote no report for {path.name}:\n{proc.stderr[-3000:]}")
-    return json.loads(out.read_text())
 
 
 # ---------------------------------------------------------------------- the stopwatch seam
@@ -230,32 +185,6 @@ def test_measured_costs_of_every_kind():
             theory.measured_step_cost(2, **bad)
 
 
-# ----------------------------------------------------------------- chapters under fakes
-@pytest.fixture(scope="module")
-def adversarial_reports(tmp_path_factory) -> dict[str, dict]:
-    """Run every measuring chapter and lab under every fake, two at a time (the slowest first)."""
-    out = tmp_path_factory.mktemp("adversarial")
-    pages = sorted(measuring_pages(), key=lambda page: "lab2" not in page)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        reports = pool.map(lambda page: run_chapter(page_path(page), out / f"{Path(page).name}.json", FAKES), pages)
-        return dict(zip(pages, reports))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("chapter", measuring_pages())
-def test_chapter_survives_every_fake_timer(adversarial_reports, chapter):
-    report = adversarial_reports[chapter]
-    table = "\n".join(f"{chapter} x {p['fake']:>8} -> {'passed' if p['ok'] else 'FAILED'}"
-                      f" ({p['fake_calls']} fake timings)" for p in report["passes"])
-    print(table)
-    failed = [p for p in report["passes"] if not p["ok"]]
-    assert not failed and not report["fatal"], (
-        table + "\n\n" + "\n\n".join(f"under {p['fake']}:\n{p['error']}" for p in failed) + report["fatal"])
-    assert [p["fake"] for p in report["passes"]] == FAKES
-    assert all(p["fake_calls"] > 0 for p in report["passes"])
-    assert not report["widgets"], f"progress output would reach the page: {report['widgets']}"
-
-
 FRAGILE = '''---
 jupytext:
   text_representation:
@@ -295,32 +224,3 @@ def test_the_harness_catches_a_cell_that_trusts_its_timings(tmp_path):
     # (The two sleeps of 2 and 4 ms this page used before swapped under load and the test failed.)
     assert verdict["reversed"] is False and "different signs" in report["passes"][FAKES.index("reversed")]["error"]
     assert verdict["equal"] is True
-
-
-# ------------------------------------------------------------------------- under load
-# The chapter run under load: the one that times the memory bus, the measurement most sensitive to other
-# processes. Every measuring chapter runs on the real clock in the book's build and under every fake timer above.
-LOADED_CHAPTERS = ["01_memory_bound.md"]
-
-
-@pytest.mark.slow
-def test_measuring_chapter_on_a_loaded_machine(tmp_path):
-    """Two busy loops (autograder.audit.timing_load.busy_loops: bounded, always killed) keep both cores of
-    a 2-core machine busy while a measuring chapter (LOADED_CHAPTERS) runs on the real clock. No cell may
-    raise and no progress bar may reach a page. (The Lab 2 reference's timed cells under the same load:
-    tests/end_to_end/test_lab2_class.py; their false-failure rate: `python -m autograder.audit.timing_load`.)"""
-    from autograder.audit.timing_load import busy_loops
-
-    chapters = LOADED_CHAPTERS
-    assert set(chapters) <= set(measuring_chapters())
-    with busy_loops(2, seconds=1800) as busy:
-        t0 = time.monotonic()
-        reports = {ch: run_chapter(ROOT / "book" / ch, tmp_path / f"{ch}.json", timeout=1200) for ch in chapters}
-        assert all(p.poll() is None for p in busy), "the busy loops stopped before the measurements were done"
-        elapsed = time.monotonic() - t0
-    assert all(p.poll() is not None for p in busy)
-    for ch, report in reports.items():
-        (only,) = report["passes"]
-        assert only["ok"] and not report["fatal"], f"{ch} failed under load:\n{only['error']}{report['fatal']}"
-        assert not report["widgets"], f"{ch}: progress output would reach the page: {report['widgets']}"
-    print(f"under two busy loops ({elapsed:.0f} s): " + ", ".join(f"{ch} {r['seconds']:.0f} s" for ch, r in reports.items()))

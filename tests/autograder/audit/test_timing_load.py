@@ -1,4 +1,5 @@
-"""tests/load.py: the suite's wall-clock limits follow the machine's load, and its budgets are CPU time."""
+"""tests/support/load.py: the suite's wall-clock limits follow the contention measured when it started, and its
+budgets are CPU time. (The probe against real busy loops: the `load_probe` audit, tests/audit/.)"""
 from __future__ import annotations
 
 import os
@@ -6,21 +7,30 @@ import subprocess
 import sys
 
 import load
-from autograder.audit.timing_load import busy_loops
 
 
-def test_busy_loops_raise_the_contention_and_the_limits(monkeypatch):
-    cores = os.cpu_count() or 1
-    quiet = load._measure_contention()
-    with busy_loops(cores, seconds=60):
-        busy = load._measure_contention()
-    print(f"\ncontention: {quiet:.2f} as the suite found the machine, {busy:.2f} with {cores} busy loop(s)")
-    # one busy loop per core halves each probe's share: about 2, far above the quiet threshold
-    assert busy >= 1.5 and busy > quiet
-    monkeypatch.setattr(load, "contention", lambda: busy)
-    assert load.slack() == min(load.MOST, load.SAFETY * busy) and load.scaled(10) > 10
+def test_the_slack_follows_the_contention_found_and_the_loops_a_caller_starts(monkeypatch):
     monkeypatch.setattr(load, "contention", lambda: 1.05)
     assert load.slack() == 1.0 and load.scaled(10) == 10
+    monkeypatch.setattr(load, "contention", lambda: 2.0)
+    assert load.slack() == load.SAFETY * 2.0 and load.scaled(10) == 30
+    monkeypatch.setattr(load, "contention", lambda: 9.0)
+    assert load.slack() == load.MOST
+    # an audit that starts one busy loop per core adds one runnable process per core
+    monkeypatch.setattr(load, "contention", lambda: 1.0)
+    cores = os.cpu_count() or 1
+    assert load.slack(busy_loops=cores) == load.SAFETY * 2.0 and load.scaled(10, busy_loops=cores) == 30
+
+
+def test_the_contention_is_measured_once_and_handed_to_the_test_processes(monkeypatch):
+    monkeypatch.setattr(load, "_at_start", None)
+    monkeypatch.setenv(load.ENV, "2.5")
+    assert load.contention() == 2.5  # the controller's figure, not a new measurement
+    monkeypatch.setattr(load, "_measure_contention", lambda: 1.0)
+    assert load.contention() == 2.5  # kept: nothing the suite does later changes it
+    monkeypatch.setattr(load, "_at_start", None)
+    monkeypatch.delenv(load.ENV)
+    assert load.measure_at_start() == 1.0 and os.environ[load.ENV] == "1.0"
 
 
 def test_cpu_time_of_children_counts_what_they_ran_not_what_they_waited():

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import shutil
 from pathlib import Path
 
 import nbformat

@@ -140,19 +140,6 @@ def test_worst_case_eps_over_the_ranges_is_below_the_knob_mutants_distance():
     assert 0 < worst < tv
 
 
-@pytest.mark.slow
-def test_recompute_without_cache_is_correct_but_too_slow(monkeypatch):
-    """A correct decoder at a third of the baseline's speed fails the timed check. The time limits are lifted
-    here: on a loaded machine the first look's 7 rounds may outlast them, and a look cut short cannot
-    decide (a policy tested in tests/autograder/checks/test_timing.py); what this test asks is the verdict."""
-    monkeypatch.setattr(C, "TIMING_BUDGET_S", 1.0)  # stop at the first look that can decide
-    monkeypatch.setattr(C, "TIMING_HARD_LIMIT_S", 1e9)
-    ns = namespace("recompute_without_cache")
-    run_check("greedy", ns)  # correct...
-    with pytest.raises(AssertionError, match="speedup"):
-        run_check("speedup", ns)  # ...but slow
-
-
 def test_sampling_false_failure_and_power_of_top_k_case():
     """Per-case false-failure bound sums to <= ALPHA_CELL; the one-sided-transform mutant's exact law
     (p with temperature only: rejection sampling is exact for the p it is given) is caught w.p. >= 0.999."""

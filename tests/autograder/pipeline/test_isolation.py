@@ -1,7 +1,6 @@
 """One student's code affects only its own grade: a class of the tiny lab graded beside hostile classmates.
 
-One pipeline run, `--workers 2`, with two outside busy loops on the machine's 2 cores, grades a correct
-student beside:
+One pipeline run, `--workers 2`, grades a correct student beside:
 - a staller, whose `add` never returns when a check calls it inside a section that must run alone
   (`alone()`: in one shared grader process this froze every other student's checks for the call's
   whole limit);
@@ -10,7 +9,8 @@ student beside:
 - a disk filler, writing 16 MB files in its folder until the disk refuses.
 Each student is graded in a grader process of its own, its processes in a control group of its own
 (autograder/sandbox/bounds.py). The correct student keeps every point, each hostile one loses only its
-own, with a note that says why, and the grader survives to write every result.
+own, with a note that says why, and the grader survives to write every result. The same hostile classmates
+beside the Lab 2 reference, under two outside busy loops, are the `lab2_class` audit (tests/audit/).
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ import nbformat
 import pytest
 
 import grading_fixtures as F
-from autograder.audit.timing_load import busy_loops
 from autograder.pipeline import Config, build_template, grade_class
 from autograder.sandbox import Limits
 from autograder.sandbox.bounds import Bounds, available
@@ -81,8 +80,7 @@ def graded(tmp_path_factory):
         d = base / "subs" / student / LAB
         d.mkdir(parents=True)
         nbformat.write(F.student(rel, solution), d / f"{LAB}.ipynb")
-    with busy_loops(2):
-        results = {r["student"]: r for r in grade_class(cfg, progress=False)}
+    results = {r["student"]: r for r in grade_class(cfg, progress=False)}
     return cfg, results
 
 

@@ -1,4 +1,5 @@
-"""A class of Lab 2 graded beside hostile classmates: the reference keeps every point, the grader survives.
+"""Audit `lab2_class` (`make audit lab2_class`): a class of Lab 2 graded beside hostile classmates under two busy
+loops; the reference keeps every point, the grader survives.
 
 One pipeline run of the course's own command (`grade_class`, `--workers 2`), with two outside busy loops
 on the machine's 2 cores, grades the Lab 2 reference beside:
@@ -14,7 +15,9 @@ staller's wait; the reference's timed cells are judged last, alone, as the class
 
 Each student is graded in a grader process and a control group of its own (autograder/sandbox/bounds.py).
 The reference gets 23/23, its timings clear though the machine is busy by design; each hostile notebook loses only its own points, with a note that says why;
-every result and feedback page is written. Grading Lab 2 under the REAL `nbgrader autograde` without the
+every result and feedback page is written. The report (autograder/audit/reports/lab2_class.json) holds each
+student's grade per cell beside the points expected (the reference's, with nothing held pending; 0 for each
+hostile notebook, which is the release with one cell added). Grading Lab 2 under the REAL `nbgrader autograde` without the
 pipeline is Lab 1's and the tiny lab's test (tests/end_to_end/test_lab1_autograde.py,
 tests/autograder/authoring/test_labs.py); the same reference under Gradescope's confinement is
 tests/autograder/export/test_gradescope_lab2.py.
@@ -68,7 +71,7 @@ def with_cell(release, code: str):
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, audit_grades):
     base = tmp_path_factory.mktemp("lab2class")
     cfg = Config(LAB, base / "subs", base / "out", ROOT, workers=2, bounds=BOUNDS)
     build_template(cfg)
@@ -84,6 +87,11 @@ def graded(tmp_path_factory):
         results = {r["student"]: r for r in grade_class(cfg, progress=False)}
     for s, r in results.items():
         print(s, r["score"], r.get("pending"), r.get("bounds"), [p[:200] for p in r["problems"]])
+        want = POINTS if s == "reference" else {g: 0.0 for g in POINTS}
+        pending = (r.get("pending") or {}).get(LAB, {})
+        scores = r["scores"][LAB]
+        audit_grades.student(s, scores, want, pending=pending, held={g: scores[g] == want[g] and g not in pending
+                                                                    for g in scores})
     return cfg, release, results
 
 

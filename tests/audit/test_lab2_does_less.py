@@ -1,4 +1,5 @@
-"""A Lab 2 notebook that does less than the lab asks, graded by the course's own pipeline (issue 31).
+"""Audit `lab2_does_less` (`make audit lab2_does_less`): a Lab 2 notebook that does less than the lab asks, graded
+by the course's own pipeline (issue 31).
 
 Its `speculative_decode` never speculates (no drafts: one target forward and one token a step) and gives the
 target's p its temperature only at the settings written in the check file. It is right wherever the grader
@@ -40,7 +41,7 @@ def does_less():
                    edits=never.edits + knobs.edits)
 
 
-def test_a_decoder_that_does_less_keeps_only_what_it_earns(tmp_path):
+def test_a_decoder_that_does_less_keeps_only_what_it_earns(tmp_path, audit_grades):
     cfg = Config(LAB, tmp_path / "subs", tmp_path / "out", ROOT, workers=2,
                  limits=Limits(notebook_timeout_s=scaled(600), memory_mb=6144))
     build_template(cfg)
@@ -52,6 +53,10 @@ def test_a_decoder_that_does_less_keeps_only_what_it_earns(tmp_path):
     scores = result["scores"][LAB]
     print(scores, result["problems"])
     points = {c.grade_id: float(c.points) for c in CELLS}
+    pending = (result.get("pending") or {}).get(LAB, {})
+    audit_grades.student("does_less", scores, {c.grade_id: points[c.grade_id] if c.grade_id in EARNED else 0.0
+                                               for c in CELLS}, pending=pending,
+                         held={"test_speedup": scores["test_speedup"] == 0})  # 0 on a clear verdict, or held
     assert {g: scores[g] for g in EARNED} == {g: points[g] for g in EARNED}, result["problems"]
     assert scores["test_rollback"] == 0 and scores["test_sampling"] == 0, result["problems"]
     assert all(scores[c.grade_id] == 0 for c in CELLS if c.part in (3, 4) and c.grade_id != "test_speedup")

@@ -1,5 +1,5 @@
-"""Lab 2's Gradescope autograder under Gradescope's confinement, emulated as in test_gradescope.py
-(tests/support/emulate/gradescope.py). A module of its own, so that the test runs beside Lab 1's."""
+"""Audit `gradescope_lab2` (`make audit gradescope_lab2`): Lab 2's Gradescope autograder under Gradescope's
+confinement, emulated as in the `gradescope_lab1` audit (tests/support/emulate/gradescope.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +10,7 @@ import pytest
 from autograder.export.gradescope import NEEDS_MB
 from emulate import gradescope as emulate
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 

@@ -1,4 +1,5 @@
-"""Lab 1 under the REAL `nbgrader autograde`: reference, untouched release, catalog mutants.
+"""Audit `lab1_nbgrader` (`make audit lab1_nbgrader`): Lab 1 under the REAL `nbgrader autograde`: reference,
+untouched release, catalog mutants.
 
 One session-scoped course holds all submissions: the reference solution is
 autograded alone (its CPU time, nbgrader and its kernel, is the per-submission budget
@@ -40,7 +41,7 @@ GRADED = [m for m in MUTANTS if m.name in REAL_GRADER]
 
 
 @pytest.fixture(scope="session")
-def lab1_graded(session_course):
+def lab1_graded(session_course, audit_grades):
     """Autograde reference (alone, timed), then release + all mutants (one call)."""
     course = session_course
     release_dir = course.generate(LAB)
@@ -54,6 +55,16 @@ def lab1_graded(session_course):
     course.add_submission("complete_mutant", LAB, make_submission(LAB, release, message))
     n_others = 2 + len(GRADED)
     others = course.autograde(LAB, "*", exclude="reference", timeout=60 * n_others)  # about 13 s each, quiet
+    audit_grades.student("reference", {g: sc for g, (sc, _) in course.scores(LAB, "reference").items()},
+                         {g: float(p) for g, p in POINTS.items()})
+    audit_grades.student("untouched", {g: sc for g, (sc, _) in course.scores(LAB, "untouched").items()},
+                         {g: 0.0 for g in POINTS})
+    for m in GRADED:
+        scores = {g: sc for g, (sc, _) in course.scores(LAB, f"mutant_{m.name}").items()}
+        caught = any(scores[g] < POINTS[g] for g in scores if PART[g] == m.part)
+        audit_grades.student(f"mutant_{m.name}", scores,
+                             {g: f"a cell of part {m.part} below its points" for g in scores},
+                             held={g: caught for g in scores})
     return course, {"reference": reference, "others": others, "n_others": n_others}
 
 

@@ -1,0 +1,88 @@
+"""Each real lab, graded end to end once by the course's own pipeline: the one proof in `make test` that the real
+labs grade.
+
+For each lab, one quiet class run (`grade_class`, `--workers 2`, the default limits and bounds, the sandbox)
+grades two students: the reference solution in the released notebook, and the untouched release. The
+reference keeps every point of every cell with nothing to complain of, and the release gets none; every result,
+feedback page and the grades table are written; the release the pipeline builds is the one `make labs` commits.
+
+The reference's timed cells are timed as the class run times them: after the untimed checks, alone, first in
+line for the CPU (autograder/pipeline/grade.py). No other student runs meanwhile, but the suite's other test
+process may: a timing that stays unclear holds its points pending (never awarded, never taken), so a cell held
+is accepted here only when its points are held whole and the cell is one the lab times. That a quiet machine
+leaves nothing pending, and that the classes with hostile classmates grade under load, are the `lab1_class` and
+`lab2_class` audits (`make audit`, tests/README.md).
+"""
+from __future__ import annotations
+
+import csv
+from importlib import import_module
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.audit.mutants import make_submission
+from autograder.pipeline import Config, build_template, grade_class
+
+ROOT = Path(__file__).resolve().parents[2]
+LABS = ["lab1", "lab2"]
+pytestmark = pytest.mark.slow
+
+
+def timed_cells(lab: str) -> set[str]:
+    return {c.grade_id for c in import_module(f"autograder.checks.{lab}").CELLS if getattr(c.check, "timed", False)}
+
+
+@pytest.fixture(scope="module", params=LABS)
+def graded(request, tmp_path_factory):
+    lab = request.param
+    base = tmp_path_factory.mktemp(f"real-{lab}")
+    cfg = Config(lab, base / "subs", base / "out", ROOT, workers=2)
+    layout = build_template(cfg)
+    release = nbformat.read(cfg.out / "template" / "labs" / lab / f"{lab}.ipynb", as_version=4)
+    for student, nb in (("reference", make_submission(lab, release)), ("untouched", release)):
+        folder = cfg.submissions / student / lab
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{lab}.ipynb")
+    results = {r["student"]: r for r in grade_class(cfg, progress=False)}
+    for r in results.values():
+        print(lab, r["student"], r["score"], r.get("pending"), [p[:200] for p in r["problems"]])
+    return lab, cfg, layout, release, results
+
+
+def test_the_reference_keeps_every_point(graded):
+    lab, _, layout, _, results = graded
+    r = results["reference"]
+    points = layout[lab]
+    assert r["max_score"] == sum(points.values())
+    pending = (r.get("pending") or {}).get(lab, {})
+    # a cell held pending is a timed cell held whole, its score 0 until it is timed again (never taken)
+    assert set(pending) <= timed_cells(lab) and all(pending[g] == points[g] for g in pending), r["pending"]
+    assert {g: s + pending.get(g, 0.0) for g, s in r["scores"][lab].items()} == points, (r["scores"], r["problems"])
+    assert not [p for p in r["problems"] if "timing pending" not in p], r["problems"]
+    assert r["timed_runs"] >= 1 if timed_cells(lab) else True
+
+
+def test_the_untouched_release_gets_nothing(graded):
+    lab, _, layout, _, results = graded
+    r = results["untouched"]
+    assert r["scores"][lab] == {g: 0.0 for g in layout[lab]}, r["scores"]
+    assert not r.get("pending")
+
+
+def test_every_result_page_and_row_is_written(graded):
+    lab, cfg, _, _, results = graded
+    assert set(results) == {"reference", "untouched"}
+    assert all((cfg.out / "results" / f"{s}.json").is_file() for s in results)
+    assert all((cfg.out / "feedback" / s / lab / f"{lab}.html").is_file() for s in results)
+    with open(cfg.out / "grades.csv") as f:
+        rows = {row["student"]: row for row in csv.DictReader(f)}
+    assert {s: float(rows[s]["score"]) for s in rows} == {s: r["score"] for s, r in results.items()}
+
+
+def test_the_release_is_what_make_labs_commits(graded):
+    """labs/<lab> is what the pipeline's `nbgrader generate_assignment` makes of solutions/<lab> (every cell's source)."""
+    lab, _, _, release, _ = graded
+    committed = nbformat.read(ROOT / "labs" / lab / f"{lab}.ipynb", as_version=4)
+    assert [c.source for c in release.cells] == [c.source for c in committed.cells]
