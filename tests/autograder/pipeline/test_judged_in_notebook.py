@@ -2,8 +2,10 @@
 Lab 2's rollback cell (`check_rollback.in_grader = False`: it hands the student's decoder a callback that cannot
 cross the sandbox, so the grader's own verdict cannot run it).
 
-A variant of the tiny lab (tests/support/grading_fixtures.py) whose `check_scale` declares `in_grader = False`:
-the pipeline's nbgrader run executes it in the student's kernel, the verdict leaves it unjudged, and a clean
+A variant of the tiny lab (tests/support/grading_fixtures.py) whose `check_scale` hands `scale` a value that
+cannot cross the sandbox (a `fractions.Fraction`: autograder/inside/wire.py carries numbers, arrays, sequences
+and dicts, not objects) and so declares `in_grader = False`: the pipeline's nbgrader run executes it in the
+student's kernel, the verdict cannot run it (Unportable), and a clean
 re-run of the notebook (autograder/inside/recheck.py: the protected modules restored before each test cell)
 judges it; each cell keeps the lower of the two. One quiet class run, 2 workers, grades:
 - `good`: both cells right, 5 points, nothing to say;
@@ -38,15 +40,18 @@ def check_add(add):
 
 
 def check_scale(scale):
+    from fractions import Fraction
+
     from scipy import stats
 
     with under(R_SCALE):
+        # first: the verdict's harness cannot send the Fraction, so it judges nothing of this cell
+        assert float(np.sum(scale(np.ones(3), Fraction(1, 2)))) == 1.5, "scale(np.ones(3), 1/2) does not sum to 1.5"
         assert np.array_equal(scale(np.arange(4), -3), np.arange(4) * -3), "scale(np.arange(4), -3) is not v * c"
-        assert float(np.sum(scale(np.ones(3), 0.5))) == 1.5
         assert stats.describe(scale(np.arange(4.0), -3)).mean == -4.5
 
 
-check_scale.in_grader = False  # judged inside the notebook only, as Lab 2's rollback check is
+check_scale.in_grader = False  # a Fraction cannot cross: judged inside the notebook only, as Lab 2's rollback is
 
 CELLS = [CellSpec("test_add", 1, 2, check_add, ("add",), rules=(R_ADD,)),
          CellSpec("test_scale", 1, 3, check_scale, ("scale",), rules=(R_SCALE,))]
