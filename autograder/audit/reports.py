@@ -35,8 +35,11 @@ COMMON = ("autograder/__init__.py", "autograder/pipeline", "autograder/inside",
           "autograder/sandbox", "autograder/checks/__init__.py", "autograder/checks/alone.py",
           "autograder/checks/calls.py", "autograder/checks/hidden.py", "autograder/checks/independence.py",
           "autograder/checks/stats.py", "autograder/checks/timing.py", "autograder/authoring",
-          "autograder/audit/mutants/__init__.py", "speclab", "nbgrader_config.py",
-          "pyproject.toml", "tests/conftest.py", "tests/support")
+          "autograder/audit/mutants/__init__.py", "speclab", "nbgrader_config.py", "pyproject.toml",
+          # the tests' helpers an audit runs on (the suite's own scheduling, tests/support/xdist_groups.py, is not one)
+          "tests/support/audit_plugin.py", "tests/support/chapter_runner.py", "tests/support/courses.py",
+          "tests/support/emulate", "tests/support/grading_fixtures.py", "tests/support/load.py",
+          "tests/support/measuring.py", "tests/support/submissions.py", "tests/support/tiny_lab")
 SKIP = re.compile(r"(__pycache__|\.pyc$|\.ipynb_checkpoints|(^|/)\.)")
 
 
@@ -77,8 +80,8 @@ AUDITS = {a.name: a for a in (
     Audit("load_probe", "The test suite's load probe reads busy loops as contention.", loaded=True,
           extra=("tests/support/load.py",)),
     Audit("fake_timers", "Every chapter and lab that times, under every fake stopwatch; a measuring chapter "
-                             "under two busy loops.", labs=("lab1", "lab2"), extra=("book", "_config.yml"),
-          loaded=True),
+                             "under two busy loops.",  # the labs run with their hidden tests cut out: no lab's checks
+          extra=("solutions/lab1", "solutions/lab2", "book", "_config.yml", "_toc.yml"), loaded=True),
     Audit("gradescope_lab1", "Lab 1's Gradescope zip in an emulated Gradescope container: reference, empty, broken, "
                              "hostile; the same grades as the local pipeline.", labs=("lab1",),
           extra=("autograder/export",)),

@@ -119,3 +119,17 @@ def test_the_digest_is_written_by_the_writer_not_taken_from_the_caller(tree):
     _, audit = tree
     path = reports.write("made_up", {**held_report(), "digest": "forged"})
     assert json.loads(path.read_text())["digest"] == reports.digest(audit)
+
+
+def test_the_audits_grade_record_holds_a_cell_only_at_its_expected_points():
+    from audit_plugin import Grades
+
+    grades = Grades()
+    grades.student("right", {"a": 2.0, "b": 0.0}, {"a": 2.0, "b": 0.0})
+    grades.student("wrong", {"a": 0.0, "b": 3.0}, {"a": 2.0, "b": 0.0})
+    grades.student("held", {"a": 0.0}, {"a": 2.0}, held={"a": True}, pending={"a": 2.0})
+    assert [c["held"] for c in grades.students["right"]["cells"].values()] == [True, True]
+    assert [c["held"] for c in grades.students["wrong"]["cells"].values()] == [False, False]
+    assert grades.students["held"]["cells"]["a"]["held"] and grades.students["held"]["pending"] == {"a": 2.0}
+    with pytest.raises(ValueError, match="needs `held`"):  # a verdict in words must say whether it came out
+        grades.student("words", {"a": 0.0}, {"a": "0 or held pending"})
