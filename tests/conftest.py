@@ -33,6 +33,12 @@ def pytest_configure(config):
     load.measure_at_start()  # the contention the suite's limits follow, measured once, before any test runs
     name = config.getoption("audit")
     if name:
+        narrowed = [flag for flag, on in (("-k", config.option.keyword), ("-m", config.option.markexpr),
+                                          ("--deselect", config.option.deselect),
+                                          ("--lf", getattr(config.option, "lf", False)))
+                    if on]
+        if narrowed:  # a report holds the outcome of every assertion of its audit, never of some
+            raise pytest.UsageError(f"--audit {name} runs the whole audit: drop {' '.join(narrowed)}")
         from audit_plugin import AuditPlugin
 
         config.pluginmanager.register(AuditPlugin(name), "speclab-audit")

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def test_lab2_reference_gets_full_marks_under_gradescope_s_confinement(tmp_path):
+def test_lab2_reference_gets_full_marks_under_gradescope_s_confinement(tmp_path, audit_grades):
     """Lab 2 (the decoder, its KV cache, its timed speed-up) graded as Lab 1 is above: Docker's default
     confinement, Ubuntu 22.04's bwrap options, the memory limit the guide states; uid mode; full marks (the
     speed-up's points held pending, never taken, when its timing is unclear)."""
@@ -30,6 +30,11 @@ def test_lab2_reference_gets_full_marks_under_gradescope_s_confinement(tmp_path)
     # every point given, except a timed cell's held back when its timing was unclear (a busy machine: the
     # test suite's other worker), which is never given by default
     short = [(t["name"], t["score"], t["output"]) for t in data["tests"] if t["score"] < t["max_score"]]
+    cells = {t["name"].rsplit("[", 1)[1].rstrip("]"): t for t in data["tests"][1:]}
+    audit_grades.student("reference", {g: t["score"] for g, t in cells.items()},
+                         {g: t["max_score"] for g, t in cells.items()},
+                         held={g: t["score"] == t["max_score"] or (g == "test_speedup" and "held back" in t["output"])
+                               for g, t in cells.items()})
     assert all("test_speedup" in name and "held back" in output for name, _, output in short), short
     assert data["score"] >= 19
     assert data["extra_data"]["sandbox_mode"].startswith("uid mode")
