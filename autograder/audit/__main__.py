@@ -15,7 +15,6 @@ import argparse
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from . import reports
 

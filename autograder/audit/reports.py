@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,7 +199,3 @@ def write(name: str, report: dict) -> Path:
     path = report_path(name)
     path.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n")
     return path
-
-
-def python() -> str:
-    return sys.executable
