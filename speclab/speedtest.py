@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Callable, ContextManager, Sequence
 
 import numpy as np
-from scipy import stats
 
 LOOKS = (7, 10, 14, 18, 22)  # rounds after which the verdict is looked at
 # false-failure budget of each look: the first look can only fail code whose 7 rounds ALL fall below
@@ -68,14 +67,23 @@ DECODE_POOL = {"n_windows": 32, "length": 512, "seed": 7}  # shipped windows the
 DECODE_POOL_SEED = 11  # which cuts a notebook's speed test takes; the grader draws its own seed (hidden.py)
 
 
+def _binom():
+    """scipy.stats.binom, imported when first needed: scipy.stats takes about 0.7 s to import, which every
+    grader process that imports this module would otherwise pay, timing or not."""
+    from scipy import stats
+
+    return stats.binom
+
+
 def thresholds(n: int, alpha: float = ALPHA_LOOK) -> tuple[int, int]:
     """(fail_at_most, pass_at_least): with n rounds and X of them at or above the bar, the look
     fails the code if X <= fail_at_most, passes it if X >= pass_at_least, else is inconclusive.
 
     fail_at_most is the largest x with P(Binom(n, 1/2) <= x) <= alpha (-1 when none is), the
     one-sided sign test of median >= bar; pass_at_least mirrors it for median <= bar."""
-    x = int(stats.binom.ppf(alpha, n, 0.5))
-    while x >= 0 and stats.binom.cdf(x, n, 0.5) > alpha:
+    binom = _binom()
+    x = int(binom.ppf(alpha, n, 0.5))
+    while x >= 0 and binom.cdf(x, n, 0.5) > alpha:
         x -= 1
     return x, n - x
 
@@ -111,7 +119,7 @@ def power(theta: float, looks: Sequence[int] = LOOKS, alphas: Sequence[float] = 
     done = 0
     fail = 0.0
     for n, alpha in zip(looks, alphas):
-        step = stats.binom.pmf(np.arange(n - done + 1), n - done, 1 - theta)
+        step = _binom().pmf(np.arange(n - done + 1), n - done, 1 - theta)
         dist = np.convolve(dist, step)
         fail_at_most, pass_at_least = thresholds(n, alpha)
         if fail_at_most >= 0:

@@ -200,13 +200,11 @@ def worst_case_power(n: int, tau: float, delta: float, target: float | None = No
         split = ~exact & (b < cut)
         if target is not None:
             best = min(best, float(b[~split].min())) if (~split).any() else best
-        new_l, new_r = [], []
-        for lo, hi in zip(jl[split], jr[split]):
-            e = np.unique(np.linspace(lo, hi + 1, 17).astype(np.int64))
-            new_l.append(e[:-1])
-            new_r.append(e[1:] - 1)
-        jl = np.concatenate(new_l) if new_l else np.array([], dtype=np.int64)
-        jr = np.concatenate(new_r) if new_r else np.array([], dtype=np.int64)
+        # each range split cut into up to 16 ranges at once: row i holds the edges np.linspace(lo_i, hi_i + 1,
+        # 17) cut to integers (non-decreasing), and a range lies between each two distinct edges in a row
+        edges = np.linspace(jl[split], jr[split] + 1, 17, axis=1).astype(np.int64)
+        keep = edges[:, 1:] > edges[:, :-1]
+        jl, jr = edges[:, :-1][keep], edges[:, 1:][keep] - 1
     return float(best)
 
 
