@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import book_pages, check_pages, find_chromium, problems_in, rendered_dom
+from browser import book_pages, check_pages, find_chromium, offline_page, problems_in, rendered_dom
 from test_book import toc_files
 
 CHROMIUM = find_chromium()
@@ -42,18 +42,18 @@ def html_root(request):
 
 @pytest.mark.slow
 @needs_chromium
-def test_every_page_renders_its_math_offline(html_root):
+def test_every_page_renders_its_math_offline(html_root, browser):
     pages = book_pages(html_root)
     expected = set(toc_files())
     assert {str(p.relative_to(html_root).with_suffix("")) for p in pages} >= expected
     assert (html_root / "_static" / "mathjax" / "tex-chtml.js").exists(), "MathJax is not in the build"
-    report = check_pages(pages, CHROMIUM)
+    report = check_pages(pages, browser)
     assert not report, "\n".join(f"{page}:\n  " + "\n  ".join(problems) for page, problems in report.items())
 
 
 @pytest.mark.slow
 @needs_chromium
-def test_a_page_with_mathjax_from_the_network_fails_the_check(html_root, tmp_path):
+def test_a_page_with_mathjax_from_the_network_fails_the_check(html_root, tmp_path, browser):
     page = html_root / "book" / "05_tokens_per_step.html"
     text = page.read_text()
     # Sphinx appends a checksum (?v=...) when the file is already in the output folder (a rebuild)
@@ -62,6 +62,6 @@ def test_a_page_with_mathjax_from_the_network_fails_the_check(html_root, tmp_pat
     online = tmp_path / "book" / page.name
     online.parent.mkdir(parents=True)
     online.write_text(local.sub('src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js"', text))
-    problems = problems_in(rendered_dom(online, CHROMIUM))
+    problems = problems_in(rendered_dom(offline_page(browser), online))
     assert any("MathJax produced no output" in p for p in problems), problems
     assert any("raw TeX" in p for p in problems), problems

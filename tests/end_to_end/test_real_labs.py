@@ -47,7 +47,7 @@ def graded(request, tmp_path_factory):
         nbformat.write(nb, folder / f"{lab}.ipynb")
     results = {r["student"]: r for r in grade_class(cfg, progress=False)}
     for r in results.values():
-        print(lab, r["student"], r["score"], r.get("pending"), [p[:200] for p in r["problems"]])
+        print(lab, r["student"], r["score"], r.get("seconds"), r.get("timed_runs"), r.get("pending"), [p[:200] for p in r["problems"]])
     return lab, cfg, layout, release, results
 
 

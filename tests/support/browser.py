@@ -1,16 +1,16 @@
 """Open built pages of the book in headless Chromium, offline, and check that the math rendered.
 
-Two ways to drive Chromium live here: `rendered_dom` runs the `chromium` command once per page
-and reads back its DOM (the math check below); `playwright_browser` and `offline_page` drive it
-with Playwright (the `playwright` package, using the machine's Chromium: nothing is
-downloaded) for the tests that type into quizzes and measure layout (tests/book/).
+Chromium is driven with Playwright (the `playwright` package, using the machine's Chromium: nothing
+is downloaded): `playwright_browser` starts it once, `offline_page` opens a page that can load only
+files, `rendered_dom` reads a page's DOM back once MathJax typeset it (the math check below), and the
+tests that type into quizzes and measure layout (tests/book/) use the same two.
 
 Used by tests/book/test_rendering.py, and runnable by hand on any built book:
 
     python tests/support/browser.py _build/html            # every page; exit status 1 on a problem
 
-Each page is loaded from disk with the network cut off (every host name resolves to nothing and
-every request goes to a dead proxy), so MathJax can only come from the build itself. After the
+Each page is loaded from disk with the network cut off (every request that is not for a file is
+refused), so MathJax can only come from the build itself. After the
 page's scripts ran, Chromium's DOM is read back and two things are checked:
 
 * MathJax produced output: every formula the page holds (Sphinx marks them ``class="math"``)
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 from contextlib import contextmanager
 from html.parser import HTMLParser
@@ -132,21 +131,14 @@ class _Reader(HTMLParser):
             self.text.append(data)
 
 
-def rendered_dom(page: Path, chromium: str, wait_ms: int = 20000, timeout_s: float = 120) -> str:
-    """The page's DOM after its scripts ran, from headless Chromium with no network."""
-    cmd = [
-        chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--allow-file-access-from-files",
-        # offline: no name resolves and every request would go to a closed port
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost",
-        "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
-        f"--virtual-time-budget={wait_ms}", "--run-all-compositor-stages-before-draw",
-        "--dump-dom", page.resolve().as_uri(),
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    if result.returncode != 0 or "<html" not in result.stdout:
-        raise RuntimeError(f"chromium failed on {page} (exit {result.returncode}):\n{result.stderr[-2000:]}")
-    return result.stdout
+def rendered_dom(page, path: Path) -> str:
+    """The DOM of a built page once its scripts ran and MathJax (when it loaded) typeset it, read back
+    through a Playwright page of `offline_page` (every request but a file's refused)."""
+    page.goto(path.resolve().as_uri(), wait_until="load")  # the page's scripts, MathJax's too, loaded or failed
+    # MathJax.startup exists only once MathJax itself ran (the page's configuration names no startup block)
+    if page.evaluate("() => !!(window.MathJax && MathJax.startup && MathJax.startup.promise)"):
+        page.evaluate("() => MathJax.startup.promise")  # resolves after the first typesetting pass
+    return page.content()
 
 
 def problems_in(dom: str) -> list[str]:
@@ -168,13 +160,15 @@ def problems_in(dom: str) -> list[str]:
     return found
 
 
-def check_pages(pages: list[Path], chromium: str) -> dict[str, list[str]]:
-    """Map each page to its problems (pages without problems are left out)."""
+def check_pages(pages: list[Path], browser) -> dict[str, list[str]]:
+    """Map each page to its problems (pages without problems are left out), all opened in one tab of
+    `browser` (`playwright_browser`)."""
     report = {}
-    for page in pages:
-        problems = problems_in(rendered_dom(page, chromium))
+    tab = offline_page(browser)
+    for path in pages:
+        problems = problems_in(rendered_dom(tab, path))
         if problems:
-            report[str(page)] = problems
+            report[str(path)] = problems
     return report
 
 
@@ -194,7 +188,8 @@ def main(argv: list[str]) -> int:
     if not pages:
         print(f"no built pages under {root}", file=sys.stderr)
         return 2
-    report = check_pages(pages, chromium)
+    with playwright_browser(chromium) as browser:
+        report = check_pages(pages, browser)
     for page, problems in report.items():
         print(page)
         for problem in problems:
