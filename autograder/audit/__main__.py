@@ -6,7 +6,8 @@
     python -m autograder.audit --list        # each audit, what it does, and whether its report holds
 
 An audit that starts busy loops runs alone; the others run one after another too, so that each report's
-load figures are its own. Each audit's output goes to _build/audit/NAME.log; the console gets one line per
+load figures are its own, and each starts once the machine is quiet (at most 15 % of the CPU busy over 2 s,
+waited for up to 2 minutes). Each audit's output goes to _build/audit/NAME.log; the console gets one line per
 audit. Exit status 1 when an audit's report does not hold afterwards (a verdict not held, or a failure).
 """
 from __future__ import annotations
@@ -47,11 +48,44 @@ def extra_is_stale(name: str) -> bool:
     return check is not None and subprocess.run([sys.executable, *check], cwd=ROOT, capture_output=True).returncode != 0
 
 
+def busy_fraction(window_s: float = 2.0) -> float | None:
+    """The share of the machine's CPU time that was not idle over the next window_s seconds (/proc/stat;
+    None where there is none)."""
+    def counters() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+        return sum(values), values[3] + values[4]  # all, idle + iowait
+
+    try:
+        total0, idle0 = counters()
+        time.sleep(window_s)
+        total1, idle1 = counters()
+    except (OSError, ValueError, IndexError):
+        return None
+    return 1 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+QUIET = 0.15  # an audit starts once at most this share of the CPU is busy (what the previous audit left winds down)
+QUIET_WAIT_S = 120
+
+
+def wait_until_quiet() -> str:
+    """Wait, up to QUIET_WAIT_S, until the machine is quiet; say how long it took, or that it stayed busy."""
+    t0 = time.monotonic()
+    while True:
+        busy = busy_fraction()
+        if busy is None or busy <= QUIET:
+            return f"quiet after {time.monotonic() - t0:.0f} s" if busy is not None else "no /proc/stat"
+        if time.monotonic() - t0 > QUIET_WAIT_S:
+            return f"STILL BUSY after {QUIET_WAIT_S} s ({busy:.0%} of the CPU): its figures may show it"
+
+
 def run(name: str) -> bool:
     LOGS.mkdir(parents=True, exist_ok=True)
     log = LOGS / f"{name}.log"
+    quiet = wait_until_quiet()
     t0 = time.monotonic()
-    print(f"audit {name}: started {time.strftime('%H:%M:%S')} (log: {log.relative_to(ROOT)})", flush=True)
+    print(f"audit {name}: started {time.strftime('%H:%M:%S')}, {quiet} (log: {log.relative_to(ROOT)})", flush=True)
     with open(log, "w") as out:
         proc = subprocess.run(command(name), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     wall = time.monotonic() - t0

@@ -28,7 +28,7 @@ from .lab1_cases import (COUPLING, COUPLING_PAIRS, EPS_TARGET, N_BLOCK, TARGETED
                          call_block, coupling_law, exact_law, pairs, residual_table, sampler_cases, toy_bigram)
 
 ALPHA_CELL = 1e-6  # false-failure budget of one statistical test cell
-TOL = 1e-9  # tolerance on deterministic values
+TOL = 1e-9  # tolerance of deterministic values
 SPEEDUP_REQUIRED = speedtest.BATCH_BAR  # vectorised sampler vs a loop of a one-position sampler's draws
 
 

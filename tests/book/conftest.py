@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bookpages import CHROMIUM
+from bookpages import CHROMIUM, site_pages
 
 
 @pytest.fixture(scope="session")
@@ -40,3 +40,21 @@ def browser():
         pytest.skip("Chromium is not installed (apt-get install -y chromium): cannot open pages")
     with playwright_browser(CHROMIUM) as b:
         yield b
+
+
+@pytest.fixture(scope="session")
+def visited(html_root) -> dict:
+    """Every page of the site opened once, offline, in one tab: page -> {"dom": its DOM once MathJax typeset it,
+    "overflow": what is too wide for the column once every collapsed block is open}. The math check
+    (test_rendering.py) reads the DOM, the layout check (test_layout_browser.py) the overflow."""
+    from browser import offline_page, overflowing, playwright_browser, rendered_dom
+
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (apt-get install -y chromium): cannot open pages")
+    out = {}
+    with playwright_browser(CHROMIUM) as b:
+        tab = offline_page(b)
+        for path in site_pages(html_root):
+            dom = rendered_dom(tab, path)  # read before the layout check opens the collapsed blocks
+            out[path] = {"dom": dom, "overflow": overflowing(tab)}
+    return out

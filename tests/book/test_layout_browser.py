@@ -12,46 +12,17 @@ from __future__ import annotations
 import pytest
 
 from bookpages import needs_chromium, site_pages
-from browser import offline_page, open_page
+from browser import offline_page, open_page, overflowing
 
 pytestmark = [pytest.mark.slow, needs_chromium]
 
-OVERFLOW = """() => {
-  document.querySelectorAll('details').forEach(d => { d.open = true; });
-  const column = document.querySelector('article.bd-article') || document.querySelector('main');
-  const edge = column.getBoundingClientRect().right;
-  const kinds = [['equation', 'mjx-container[display="true"]'], ['table', 'table'], ['output', '.cell_output pre']];
-  const found = [];
-  for (const [kind, selector] of kinds) {
-    for (const el of document.querySelectorAll(selector)) {
-      const box = el.getBoundingClientRect();
-      if (box.width === 0 && box.height === 0) continue;  // not laid out (e.g. a printed-only copy)
-      const hidden = el.scrollWidth - el.clientWidth;
-      const beyond = box.right - edge;
-      if (hidden > 1 || beyond > 1) {
-        found.push(`${kind}: ${Math.round(Math.max(hidden, beyond))} px too wide: `
-                   + el.innerText.replace(/\\s+/g, ' ').slice(0, 90));
-      }
-    }
-  }
-  return found;
-}"""
 
-
-def overflowing(page) -> list[str]:
-    return page.evaluate(OVERFLOW)
-
-
-def test_every_equation_table_and_output_fits_the_column(browser, html_root):
-    page = offline_page(browser)
-    report = {}
+def test_every_equation_table_and_output_fits_the_column(visited, html_root):
+    """Each page as the session's one visit found it (tests/book/conftest.py, `visited`)."""
     pages = site_pages(html_root)
-    assert len(pages) >= 15
-    for path in pages:
-        open_page(page, path)
-        found = overflowing(page)
-        if found:
-            report[path.relative_to(html_root).as_posix()] = found
+    assert len(pages) >= 15 and set(pages) <= set(visited)
+    report = {path.relative_to(html_root).as_posix(): visited[path]["overflow"] for path in pages
+              if visited[path]["overflow"]}
     assert not report, "\n".join(f"{p}:\n  " + "\n  ".join(items) for p, items in report.items())
 
 

@@ -13,13 +13,11 @@ tests/book/test_rendering.py`; by hand, `python tests/support/browser.py _build/
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
-from browser import book_pages, check_pages, find_chromium, offline_page, problems_in, rendered_dom
+from browser import book_pages, find_chromium, offline_page, problems_in, rendered_dom
 from test_book import toc_files
 
 CHROMIUM = find_chromium()
@@ -28,26 +26,17 @@ needs_chromium = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="session")
-def html_root(request):
-    """The fresh build of the session; SPECLAB_BOOK_HTML=<folder> checks an existing build instead."""
-    given = os.environ.get("SPECLAB_BOOK_HTML")
-    if given:
-        return Path(given)
-    result, out = request.getfixturevalue("fresh_book")
-    if result.returncode != 0:
-        pytest.fail("the book did not build; see test_whole_book_builds_fresh_without_warnings")
-    return out / "_build" / "html"
-
-
 @pytest.mark.slow
 @needs_chromium
-def test_every_page_renders_its_math_offline(html_root, browser):
+def test_every_page_renders_its_math_offline(html_root, visited):
+    """Each page's DOM as the session's one visit read it (tests/book/conftest.py, `visited`; by hand,
+    `python tests/support/browser.py _build/html` runs the same check)."""
     pages = book_pages(html_root)
     expected = set(toc_files())
     assert {str(p.relative_to(html_root).with_suffix("")) for p in pages} >= expected
     assert (html_root / "_static" / "mathjax" / "tex-chtml.js").exists(), "MathJax is not in the build"
-    report = check_pages(pages, browser)
+    assert set(pages) <= set(visited)
+    report = {str(p): found for p in pages if (found := problems_in(visited[p]["dom"]))}
     assert not report, "\n".join(f"{page}:\n  " + "\n  ".join(problems) for page, problems in report.items())
 
 

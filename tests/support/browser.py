@@ -141,6 +141,35 @@ def rendered_dom(page, path: Path) -> str:
     return page.content()
 
 
+# every display equation, table and code output wider than its own box or than the article column
+OVERFLOW = """() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const column = document.querySelector('article.bd-article') || document.querySelector('main');
+  const edge = column.getBoundingClientRect().right;
+  const kinds = [['equation', 'mjx-container[display="true"]'], ['table', 'table'], ['output', '.cell_output pre']];
+  const found = [];
+  for (const [kind, selector] of kinds) {
+    for (const el of document.querySelectorAll(selector)) {
+      const box = el.getBoundingClientRect();
+      if (box.width === 0 && box.height === 0) continue;  // not laid out (e.g. a printed-only copy)
+      const hidden = el.scrollWidth - el.clientWidth;
+      const beyond = box.right - edge;
+      if (hidden > 1 || beyond > 1) {
+        found.push(`${kind}: ${Math.round(Math.max(hidden, beyond))} px too wide: `
+                   + el.innerText.replace(/\\s+/g, ' ').slice(0, 90));
+      }
+    }
+  }
+  return found;
+}"""
+
+
+def overflowing(page) -> list[str]:
+    """What on the open page is too wide for the article column, once every collapsed block is open
+    (tests/book/test_layout_browser.py)."""
+    return page.evaluate(OVERFLOW)
+
+
 def problems_in(dom: str) -> list[str]:
     """What is wrong with the math of one rendered page (empty when nothing is)."""
     reader = _Reader()
