@@ -28,10 +28,13 @@ help:
 	@echo "make gpu-report  (on a CUDA machine) train the GPU pair, measure, write benchmarks/gpu/<device>-<date>.json"
 
 # Installs only when requirements.txt or pyproject.toml changed since the last install.
+# torch is installed without compiling its modules ahead (--no-compile): pip would spend about 20 s of CPU
+# on thousands of modules nothing here imports; Python compiles those imported on first import (the test
+# processes, which may write beside them, import torch before any sandboxed kernel does).
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q --no-compile "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -r requirements.txt "$(TORCH_SPEC)"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
