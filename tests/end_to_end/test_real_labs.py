@@ -2,9 +2,10 @@
 labs grade.
 
 For each lab, one quiet class run (`grade_class`, `--workers 2`, the default limits and bounds, the sandbox)
-grades two students: the reference solution in the released notebook, and the untouched release. The
-reference keeps every point of every cell with nothing to complain of, and the release gets none; every result,
-feedback page and the grades table are written; the release the pipeline builds is the one `make labs` commits.
+grades the reference solution in the released notebook: it keeps every point of every cell with nothing to
+complain of; its result, feedback page and grades table are written; the release the pipeline builds is the one
+`make labs` commits. The release as handed out fails every hidden check, called directly here (the last test);
+graded through the pipeline, it gets nothing in the `lab1_class`, `lab1_nbgrader` and `lab2_class` audits.
 
 The reference's timed cells are timed as the class run times them: after the untimed checks, alone, first in
 line for the CPU (autograder/pipeline/grade.py). No other student runs meanwhile, but the suite's other test
@@ -16,6 +17,7 @@ leaves nothing pending, and that the classes with hostile classmates grade under
 from __future__ import annotations
 
 import csv
+import types
 from importlib import import_module
 from pathlib import Path
 
@@ -23,11 +25,16 @@ import nbformat
 import pytest
 
 from autograder.audit.mutants import make_submission
+from autograder.checks import hidden
 from autograder.pipeline import Config, build_template, grade_class
 
 ROOT = Path(__file__).resolve().parents[2]
 LABS = ["lab1", "lab2"]
 pytestmark = pytest.mark.slow
+
+
+TEST_KEY = bytes(range(32))  # a grading run's key (autograder/checks/hidden.py), fixed so a failure reproduces
+CELLS_OF = {lab: (lambda lab=lab: import_module(f"autograder.checks.{lab}").CELLS) for lab in LABS}
 
 
 def timed_cells(lab: str) -> set[str]:
@@ -41,10 +48,9 @@ def graded(request, tmp_path_factory):
     cfg = Config(lab, base / "subs", base / "out", ROOT, workers=2)
     layout = build_template(cfg)
     release = nbformat.read(cfg.out / "template" / "labs" / lab / f"{lab}.ipynb", as_version=4)
-    for student, nb in (("reference", make_submission(lab, release)), ("untouched", release)):
-        folder = cfg.submissions / student / lab
-        folder.mkdir(parents=True)
-        nbformat.write(nb, folder / f"{lab}.ipynb")
+    folder = cfg.submissions / "reference" / lab
+    folder.mkdir(parents=True)
+    nbformat.write(make_submission(lab, release), folder / f"{lab}.ipynb")
     results = {r["student"]: r for r in grade_class(cfg, progress=False)}
     for r in results.values():
         print(lab, r["student"], r["score"], r.get("seconds"), r.get("timed_runs"), r.get("pending"), [p[:200] for p in r["problems"]])
@@ -64,16 +70,9 @@ def test_the_reference_keeps_every_point(graded):
     assert timed_cells(lab) and r["timed_runs"] >= 1  # both labs time a cell, and the pipeline timed it
 
 
-def test_the_untouched_release_gets_nothing(graded):
-    lab, _, layout, _, results = graded
-    r = results["untouched"]
-    assert r["scores"][lab] == {g: 0.0 for g in layout[lab]}, r["scores"]
-    assert not r.get("pending")
-
-
 def test_every_result_page_and_row_is_written(graded):
     lab, cfg, _, _, results = graded
-    assert set(results) == {"reference", "untouched"}
+    assert set(results) == {"reference"}
     assert all((cfg.out / "results" / f"{s}.json").is_file() for s in results)
     assert all((cfg.out / "feedback" / s / lab / f"{lab}.html").is_file() for s in results)
     with open(cfg.out / "grades.csv") as f:
@@ -86,3 +85,35 @@ def test_the_release_is_what_make_labs_commits(graded):
     lab, _, _, release, _ = graded
     committed = nbformat.read(ROOT / "labs" / lab / f"{lab}.ipynb", as_version=4)
     assert [c.source for c in release.cells] == [c.source for c in committed.cells]
+
+
+def release_namespace(lab: str) -> types.ModuleType:
+    """The committed release's set-up and solution cells run in order, as a student who changed nothing would
+    hand them in: a cell that calls an unwritten function raises, as it does in the notebook, and the next runs."""
+    release = nbformat.read(ROOT / "labs" / lab / f"{lab}.ipynb", as_version=4)
+    module = types.ModuleType(f"release_{lab}")
+    for cell in release.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade_id") == "setup"):
+            try:
+                exec(compile(cell.source, f"{lab}.ipynb:{meta['grade_id']}", "exec"), module.__dict__)  # noqa: S102
+            except Exception:  # noqa: BLE001 - e.g. NotImplementedError from a stub the cell calls
+                pass
+    return module
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_release_as_handed_out_fails_every_hidden_check(lab):
+    """Every graded cell's hidden check, called as the test cell calls it (under a grading run's key) on what
+    the untouched release defines, fails: a student who hands the release back gets no point."""
+    ns = release_namespace(lab)
+    assert [c for c in CELLS_OF[lab]() if c.args], lab  # checks that take the student's functions
+    passed = []
+    for cell in CELLS_OF[lab]():
+        try:
+            with hidden.keyed(TEST_KEY):
+                cell.check(*[getattr(ns, a) for a in cell.args])
+        except Exception:  # noqa: BLE001 - any failure costs the cell its points, as in the notebook
+            continue
+        passed.append(cell.grade_id)
+    assert passed == [], f"the untouched {lab} release passes {passed}"
