@@ -28,16 +28,11 @@ help:
 	@echo "make gpu-report  (on a CUDA machine) train the GPU pair, measure, write benchmarks/gpu/<device>-<date>.json"
 
 # Installs only when requirements.txt or pyproject.toml changed since the last install.
-# Packages are installed without compiling their modules ahead (--no-compile): pip would spend about a
-# minute of CPU byte-compiling tens of thousands of modules (most of torch's among them) that nothing here
-# imports. Python compiles a module the first time it is imported and keeps the result beside it; the
-# processes of `make book` and `make test` may write there, and import what the sandboxed kernels import
-# before those start (a sandboxed process that finds no compiled copy compiles in memory: slower, not wrong).
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-compile "$(TORCH_SPEC)"
-	$(PY) -m pip install -q --no-compile -r requirements.txt "$(TORCH_SPEC)"
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -r requirements.txt "$(TORCH_SPEC)"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
