@@ -34,11 +34,15 @@ pytestmark = pytest.mark.slow
 
 
 TEST_KEY = bytes(range(32))  # a grading run's key (autograder/checks/hidden.py), fixed so a failure reproduces
-CELLS_OF = {lab: (lambda lab=lab: import_module(f"autograder.checks.{lab}").CELLS) for lab in LABS}
+
+
+def cells(lab: str) -> list:
+    """The lab's graded cells (`CellSpec`s of autograder/checks/<lab>.py)."""
+    return import_module(f"autograder.checks.{lab}").CELLS
 
 
 def timed_cells(lab: str) -> set[str]:
-    return {c.grade_id for c in import_module(f"autograder.checks.{lab}").CELLS if getattr(c.check, "timed", False)}
+    return {c.grade_id for c in cells(lab) if getattr(c.check, "timed", False)}
 
 
 @pytest.fixture(scope="module", params=LABS)
@@ -53,7 +57,8 @@ def graded(request, tmp_path_factory):
     nbformat.write(make_submission(lab, release), folder / f"{lab}.ipynb")
     results = {r["student"]: r for r in grade_class(cfg, progress=False)}
     for r in results.values():
-        print(lab, r["student"], r["score"], r.get("seconds"), r.get("timed_runs"), r.get("pending"), [p[:200] for p in r["problems"]])
+        print(lab, r["student"], r["score"], r.get("seconds"), r.get("timed_runs"), r.get("pending"),
+              [p[:200] for p in r["problems"]])
     return lab, cfg, layout, release, results
 
 
@@ -107,9 +112,9 @@ def test_the_release_as_handed_out_fails_every_hidden_check(lab):
     """Every graded cell's hidden check, called as the test cell calls it (under a grading run's key) on what
     the untouched release defines, fails: a student who hands the release back gets no point."""
     ns = release_namespace(lab)
-    assert [c for c in CELLS_OF[lab]() if c.args], lab  # checks that take the student's functions
+    assert [c for c in cells(lab) if c.args], lab  # checks that take the student's functions
     passed = []
-    for cell in CELLS_OF[lab]():
+    for cell in cells(lab):
         try:
             with hidden.keyed(TEST_KEY):
                 cell.check(*[getattr(ns, a) for a in cell.args])
