@@ -3,7 +3,7 @@
 `make print-pdf` (what `make pdf` and `make book` run after the HTML build) prints the test
 session's fresh build: the single-page HTML is built from its execution cache (nothing is
 executed again) and printed by headless Chromium (book/_ext/print_pdf.py). The PDF is then
-opened with pypdf: it has the pages of a book, every chapter's title, the quizzes' answers
+opened with pypdfium2 (PDFium's own text layer): it has the pages of a book, every chapter's title, the quizzes' answers
 printed open, the bibliography with the labels the text cites, and the version.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pypdf import PdfReader
+import pypdfium2
 
 from bookpages import ROOT, needs_chromium
 
@@ -33,11 +33,13 @@ def pdf(book_out) -> Path:
 
 
 def test_the_pdf_opens_and_holds_the_whole_book(pdf):
-    reader = PdfReader(pdf)
-    text = "\n".join(page.extract_text() or "" for page in reader.pages)
+    doc = pypdfium2.PdfDocument(pdf)
+    pages = len(doc)
+    text = "\n".join(doc[i].get_textpage().get_text_range() for i in range(pages))
+    doc.close()
     flat = " ".join(text.split())
-    print(f"{pdf}: {len(reader.pages)} pages, {pdf.stat().st_size / 1e6:.1f} MB")
-    assert len(reader.pages) >= 60
+    print(f"{pdf}: {pages} pages, {pdf.stat().st_size / 1e6:.1f} MB")
+    assert pages >= 60
     missing = [t for t in TITLES if t not in flat]
     assert not missing, f"chapters missing from the PDF: {missing}"
     assert flat.count("The quiz as text, with answers") >= 9 and flat.count("Answers") >= 9, "quizzes not printed open"
