@@ -16,8 +16,9 @@ pytestmark = pytest.mark.slow
 
 def test_lab2_reference_gets_full_marks_under_gradescope_s_confinement(tmp_path, audit_grades):
     """Lab 2 (the decoder, its KV cache, its timed speed-up) graded as Lab 1 is above: Docker's default
-    confinement, Ubuntu 22.04's bwrap options, the memory limit the guide states; uid mode; full marks (the
-    speed-up's points held pending, never taken, when its timing is unclear)."""
+    confinement, Ubuntu 22.04's bwrap options, the memory limit the guide states; uid mode; full marks. The audit
+    runs on a quiet machine, so the speed-up's one timing must be clear: a held speed-up (pending, never taken)
+    is not a held verdict here (the two-tier rule: nothing pending for a correct student on a quiet machine)."""
     from autograder.audit.mutants import make_submission as make
 
     lab = "lab2"
@@ -27,21 +28,16 @@ def test_lab2_reference_gets_full_marks_under_gradescope_s_confinement(tmp_path,
     nbformat.write(make(lab, nbformat.read(ROOT / "labs" / lab / f"{lab}.ipynb", as_version=4)), upload / f"{lab}.ipynb")
     data, run = gs.grade(upload, "reference")
     assert sum(t["max_score"] for t in data["tests"]) == 23
-    # every point given, except a timed cell's held back when its timing was unclear (a busy machine: the
-    # test suite's other worker), which is never given by default
+    # every point given, the speed-up's on a clear timing (held back, it would be pending: not a held verdict)
     short = [(t["name"], t["score"], t["output"]) for t in data["tests"] if t["score"] < t["max_score"]]
     cells = {t["name"].rsplit("[", 1)[1].rstrip("]"): t for t in data["tests"][1:]}
     audit_grades.student("reference", {g: t["score"] for g, t in cells.items()},
-                         {g: t["max_score"] for g, t in cells.items()},
-                         held={g: t["score"] == t["max_score"] or (g == "test_speedup" and "held back" in t["output"])
-                               for g, t in cells.items()})
-    assert all("test_speedup" in name and "held back" in output for name, _, output in short), short
-    assert data["score"] >= 19
+                         {g: t["max_score"] for g, t in cells.items()})
+    assert not short, short
+    assert data["score"] == 23
     assert data["extra_data"]["sandbox_mode"].startswith("uid mode")
     board = {row["name"]: row["value"] for row in data.get("leaderboard", [])}
-    if not short:  # the speed-up passed on a clear timing: it and the acceptance rate are on the leaderboard
-        assert board["Lab 2 speed-up (best k)"] > 1 and 0.5 < board["Lab 2 acceptance rate α (best k)"] < 1, board
-    else:
-        assert board == {}, board
+    # the speed-up passed on a clear timing: it and the acceptance rate are on the leaderboard
+    assert board["Lab 2 speed-up (best k)"] > 1 and 0.5 < board["Lab 2 acceptance rate α (best k)"] < 1, board
     if run["peak_mb"] is not None:
         assert run["oom_kills"] == 0 and run["peak_mb"] <= NEEDS_MB
