@@ -71,3 +71,24 @@ def test_the_execution_report_covers_every_executed_page(html_root):
         assert "passes: " in pages[measured][-1] and "stable" in pages[measured][-1]
     assert pages["02_acceptance"][-1] == "none"
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", row[1]) and row[4] for row in rows)
+
+
+def _title(page: str) -> str:
+    """A page's title: the first level-1 heading of its source."""
+    for line in (ROOT / f"{page}.md").read_text().splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    raise AssertionError(f"{page}.md has no level-1 heading")
+
+
+def test_no_sidebar_entry_repeats_the_caption_above_it():
+    """The sidebar shows each part's caption above its pages' titles: a page titled like its part reads twice
+    ("Labs", then "Labs")."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    repeated = []
+    for part in toc["parts"]:
+        for chapter in part["chapters"]:
+            title = _title(chapter["file"])
+            if title.casefold() == part["caption"].casefold():
+                repeated.append(f"{chapter['file']}: titled {title!r} under the caption {part['caption']!r}")
+    assert not repeated, repeated
