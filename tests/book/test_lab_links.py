@@ -208,3 +208,53 @@ def test_a_book_page_that_disagrees_with_the_lab_is_caught():
     assert book_page_problems("lab9", GOOD_INTRO, page, index) == []
     assert book_page_problems("lab9", GOOD_INTRO, page.replace("2 hours", "5 hours"), index)
     assert book_page_problems("lab9", GOOD_INTRO, page, index.replace(", {doc}`5 <../05_tokens_per_step>`", ""))
+
+
+# ----------------------------------------------------------------------------- one name, one signature
+def functions(source: str) -> dict[str, list[str]]:
+    """Top-level function name -> its parameter names, in the code of a cell (or a whole module)."""
+    import ast
+
+    out = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef):
+            a = node.args
+            out[node.name] = [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+    return out
+
+
+def signature_clashes(chapter_cells: dict[str, list[str]], lab_functions: dict[str, dict[str, list[str]]]) -> list[str]:
+    """chapter -> code cells; lab -> its graded functions' parameters. A chapter's function named like a lab's
+    must take the same parameters: a reader who copies it into the lab would hand in the wrong one."""
+    problems = []
+    for chapter, cells in chapter_cells.items():
+        for code in cells:
+            for name, params in functions(code).items():
+                for lab, defined in lab_functions.items():
+                    if name in defined and params != defined[name]:
+                        problems.append(f"{chapter} defines {name}({', '.join(params)}); {lab} grades "
+                                        f"{name}({', '.join(defined[name])})")
+    return problems
+
+
+def chapter_code() -> dict[str, list[str]]:
+    return {p.stem: [c.source for c in jupytext.read(p).cells if c.cell_type == "code"]
+            for p in sorted(BOOK.glob("*.md")) if p.read_text().startswith("---\njupytext")}
+
+
+def lab_signatures() -> dict[str, dict[str, list[str]]]:
+    from autograder.authoring.reference import reference_cells
+
+    return {lab: {n: ps for _, code in reference_cells(lab) for n, ps in functions(code).items()} for lab in LABS}
+
+
+def test_a_chapter_function_named_like_a_lab_s_takes_its_parameters():
+    cells = chapter_code()
+    assert len(cells) >= 9 and lab_signatures()["lab1"]["acceptance_prob"] == ["p", "q", "x"]
+    assert signature_clashes(cells, lab_signatures()) == []
+
+
+def test_a_clash_is_named():
+    clash = {"02_acceptance": ["import numpy as np\n\n\ndef acceptance_prob(p, q):\n    return p / q\n"]}
+    assert signature_clashes(clash, lab_signatures()) == [
+        "02_acceptance defines acceptance_prob(p, q); lab1 grades acceptance_prob(p, q, x)"]
