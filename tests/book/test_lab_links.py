@@ -16,6 +16,7 @@ synthetic pages that break the rule and check that it says so.
 """
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -213,8 +214,6 @@ def test_a_book_page_that_disagrees_with_the_lab_is_caught():
 # ----------------------------------------------------------------------------- one name, one signature
 def functions(source: str) -> dict[str, list[str]]:
     """Top-level function name -> its parameter names, in the code of a cell (or a whole module)."""
-    import ast
-
     out = {}
     for node in ast.parse(source).body:
         if isinstance(node, ast.FunctionDef):
@@ -226,14 +225,13 @@ def functions(source: str) -> dict[str, list[str]]:
 def signature_clashes(chapter_cells: dict[str, list[str]], lab_functions: dict[str, dict[str, list[str]]]) -> list[str]:
     """chapter -> code cells; lab -> its graded functions' parameters. A chapter's function named like a lab's
     must take the same parameters: a reader who copies it into the lab would hand in the wrong one."""
+    graded = {name: (lab, params) for lab, defined in lab_functions.items() for name, params in defined.items()}
     problems = []
     for chapter, cells in chapter_cells.items():
-        for code in cells:
-            for name, params in functions(code).items():
-                for lab, defined in lab_functions.items():
-                    if name in defined and params != defined[name]:
-                        problems.append(f"{chapter} defines {name}({', '.join(params)}); {lab} grades "
-                                        f"{name}({', '.join(defined[name])})")
+        for name, params in (item for code in cells for item in functions(code).items()):
+            lab, wanted = graded.get(name, (None, params))
+            if params != wanted:
+                problems.append(f"{chapter} defines {name}({', '.join(params)}); {lab} grades {name}({', '.join(wanted)})")
     return problems
 
 
@@ -249,9 +247,9 @@ def lab_signatures() -> dict[str, dict[str, list[str]]]:
 
 
 def test_a_chapter_function_named_like_a_lab_s_takes_its_parameters():
-    cells = chapter_code()
-    assert len(cells) >= 9 and lab_signatures()["lab1"]["acceptance_prob"] == ["p", "q", "x"]
-    assert signature_clashes(cells, lab_signatures()) == []
+    cells, labs = chapter_code(), lab_signatures()
+    assert len(cells) >= 9 and labs["lab1"]["acceptance_prob"] == ["p", "q", "x"]
+    assert signature_clashes(cells, labs) == []
 
 
 def test_a_clash_is_named():

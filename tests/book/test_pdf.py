@@ -3,8 +3,8 @@
 `make print-pdf` (what `make pdf` and `make book` run after the HTML build) prints the test
 session's fresh build: the single-page HTML is built from its execution cache (nothing is
 executed again) and printed by headless Chromium (book/_ext/print_pdf.py). The PDF is then
-opened with pypdfium2 (PDFium's own text layer): it has the pages of a book, every chapter's title, the quizzes' answers
-printed open, the bibliography with the labels the text cites, and the version.
+read with pypdfium2 (PDFium's own text layer): it has the pages of a book, every chapter's title,
+the quizzes' answers printed open, the bibliography with the labels the text cites, and the version.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import pypdfium2
+import pytest
 
 from bookpages import ROOT, needs_chromium
 
