@@ -40,11 +40,10 @@ key drawn for the report, as a grading run draws one (autograder/checks/hidden.p
 relabelled pairs the mutants cannot know in advance. The case table and the false-failure bounds
 hold for every key (a relabelling changes no design figure).
 
-What a lab provides: `autograder.checks.<lab>` with CELLS (CellSpec list), ALPHA_CELL,
-DETERMINISTIC_NOTES (grade id -> why a correct implementation cannot fail it), an
-optional report_extra(grade_id, reference_module) -> str, and `check.randomised =
-True` on deterministic checks whose verdict on a wrong implementation may depend on
-the seed or the machine (timings: skipped here); `autograder.audit.mutants.<lab>` with MUTANTS;
+What a lab provides: `autograder.checks.<lab>` with CELLS (CellSpec list: a deterministic cell's
+`note` says why a correct implementation cannot fail it, and `randomised=True` marks a deterministic
+cell whose verdict on a wrong implementation may depend on the seed or the machine; timings are
+skipped here), ALPHA_CELL, an optional report_extra(grade_id, reference_module) -> str; `autograder.audit.mutants.<lab>` with MUTANTS;
 `solutions/<lab>/<lab>.md`, whose reference solution `autograder.authoring.reference` loads.
 """
 from __future__ import annotations
@@ -131,7 +130,7 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, ma
         if cell.cases is None:
             extra = getattr(checks, "report_extra", lambda grade_id, ns: "")(cell.grade_id, reference)
             entry.update(kind="deterministic", false_failure=0.0,
-                         note=checks.DETERMINISTIC_NOTES[cell.grade_id] + extra)
+                         note=cell.note + extra)
         else:
             cases = cell.cases()
             alpha_case = checks.ALPHA_CELL / len(cases)
@@ -161,14 +160,14 @@ def _mutant_power(lab: str, checks, m: Mutant, caps: dict, draws_scale: int, max
     best, via = 0.0, None
     # timed cells that call the replaced function, in any part (a correct but slow decoder of part 2 loses
     # part 3's speedup points): their verdict depends on the machine, so they are named, not bounded
-    timed = [c.grade_id for c in checks.CELLS if c.cases is None and getattr(c.check, "randomised", False)
+    timed = [c.grade_id for c in checks.CELLS if c.cases is None and c.randomised
              and m.replaces in c.args]
     seen_tv = None
     t0 = time.perf_counter()
     for cell in [c for c in checks.CELLS if c.part == m.part]:
         args = [getattr(ns, a) for a in cell.args]
         if cell.cases is None:
-            if getattr(cell.check, "randomised", False):
+            if cell.randomised:
                 continue  # its outcome for a wrong implementation may depend on the seed or the machine
             try:
                 cell.check(*args)

@@ -28,7 +28,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 
-from autograder.checks import CellSpec
+from autograder.checks import HIDDEN_BEGIN, HIDDEN_END, CellSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
@@ -46,13 +46,7 @@ def source_path(lab: str, root: Path = ROOT) -> Path:
 
 def hidden_tests(lab: str, spec: CellSpec) -> str:
     """The hidden block that opens a graded test cell: import the lab's checks, call the cell's check."""
-    return (f"### BEGIN HIDDEN TESTS\nfrom autograder.checks import {lab} as _checks\n"
-            f"{spec.call()}\n### END HIDDEN TESTS")
-
-
-def test_cell_source(lab: str, spec: CellSpec, visible: str) -> str:
-    """The whole test cell: its points, the hidden block, the visible sanity checks."""
-    return f"# {spec.points} point(s)\n{hidden_tests(lab, spec)}\n{visible.strip()}"
+    return f"{HIDDEN_BEGIN}\nfrom autograder.checks import {lab} as _checks\n{spec.call()}\n{HIDDEN_END}"
 
 
 RULES_HEAD = "# What the hidden tests check in this cell's functions (and nothing else costs points):"

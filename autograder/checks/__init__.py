@@ -21,6 +21,8 @@ DEFER_ENV = "SPECLAB_DEFER_CHECKS"
 # Folders (os.pathsep-separated) holding check modules of labs that live outside this package: a course's
 # own lab, or the test suite's tiny lab. The pipeline sets it in the sandbox for `Config.lab_checks`.
 LAB_CHECKS_ENV = "SPECLAB_LAB_CHECKS"
+# nbgrader's markers of a test cell's hidden tests (its ClearHiddenTests defaults, as a Python comment)
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 
 
 def add_folder(folder) -> None:
@@ -94,7 +96,9 @@ def under(rule: Rule) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class CellSpec:
-    """One graded test cell: what it checks, its points, and its statistical cases (if any)."""
+    """One graded test cell, the one description every consumer reads (the judge, the feedback, the
+    power report, the answer scan, `make labs`): what it checks, its points, its rules, its statistical
+    cases (if any), how it is judged and its seed."""
 
     grade_id: str
     part: int
@@ -102,26 +106,48 @@ class CellSpec:
     check: Callable
     args: tuple[str, ...]  # names of the student's functions passed to check, in order
     cases: Callable | None = None  # () -> list[stats.ExactnessCase]; None: a deterministic check
-    seed: int | None = None
+    seed: int | None = None  # its randomness's seed outside a grading run (in one, drawn from the run's key)
     rules: tuple[Rule, ...] = ()  # every rule the check enforces (and no other), stated to the student
+    note: str = ""  # a cell without cases: why a correct implementation cannot fail it (the power report)
+    timed: bool = False  # a timing: the pipeline judges it alone, after the class's other checks
+    randomised: bool = False  # without cases, its verdict on a wrong solution still depends on chance
+    in_grader: bool = True  # False: judged inside the notebook (it passes the student what cannot cross)
+    seed_name: str = ""  # the label its seed is drawn under from a run's key (default: the grade id)
 
     def call(self) -> str:
         """The hidden test's call, in the notebook's names."""
         return f"_checks.{self.check.__name__}({', '.join(self.args)})"
 
+    def draw_seed(self) -> int:
+        """Its seed: `seed` outside a grading run, else drawn from the run's key (autograder/checks/hidden.py)."""
+        from . import hidden
+
+        if self.seed is None:
+            raise ValueError(f"{self.grade_id} has no seed")
+        return hidden.seed(self.seed_name or self.grade_id, self.seed)
+
+
+def spec_of(cells: list[CellSpec], grade_id: str) -> CellSpec:
+    """The cell of `cells` with this grade id."""
+    for cell in cells:
+        if cell.grade_id == grade_id:
+            return cell
+    raise KeyError(grade_id)
+
 
 def defer_to_grader(namespace: dict) -> None:
-    """Called at the end of each checks module. In the grading pipeline's nbgrader run, the checks
-    named in DEFER_ENV become no-ops when a notebook calls them: the grader runs each of them once,
-    itself, with the student's functions in the sandbox (autograder/pipeline/judge.py), and keeps the
-    lower of nbgrader's score and its own, so a no-op here only leaves the decision to the grader
-    (and saves running every statistical check twice). A check that declares `in_grader = False`
-    (it passes the student something that cannot cross the sandbox) is never deferred. Outside
-    the pipeline (a student's notebook, a plain `nbgrader autograde`) nothing changes."""
+    """Called at the end of each checks module, after its `CELLS`. In the grading pipeline's nbgrader
+    run, the checks named in DEFER_ENV become no-ops when a notebook calls them: the grader runs each
+    of them once, itself, with the student's functions in the sandbox (autograder/pipeline/judge.py),
+    and keeps the lower of nbgrader's score and its own, so a no-op here only leaves the decision to
+    the grader (and saves running every statistical check twice). A check whose cell says
+    `in_grader=False` (it passes the student something that cannot cross the sandbox) is never
+    deferred. Outside the pipeline (a student's notebook, a plain `nbgrader autograde`) nothing changes."""
     module = namespace["__name__"]
+    kept = {cell.check.__name__ for cell in namespace.get("CELLS", ()) if not cell.in_grader}
     for name in deferred_names(module):
         check = namespace.get(name)
-        if callable(check) and name.startswith("check_") and getattr(check, "in_grader", True):
+        if callable(check) and name.startswith("check_") and name not in kept:
             namespace[name] = _deferred(check, module)
 
 

@@ -4,8 +4,8 @@ Notation: see the `speclab` package docstring. A correct implementation's output
 are computed here by enumeration; samplers are compared with them by
 `autograder.checks.stats` (a total-variation distance test with a stated eps, union bound). Every statistical
 test cell has a false-failure probability <= ALPHA_CELL = 1e-6 for a correct
-implementation, whatever the seed; the seeds are fixed so grading is
-deterministic. `python -m autograder.audit.power lab1` prints the exact bounds and the
+implementation, whatever the seed. Each cell's seed is in its `CellSpec`: fixed outside a grading
+run, drawn from the run's key inside one (autograder/checks/hidden.py). `python -m autograder.audit.power lab1` prints the exact bounds and the
 power against every mutant in `autograder.audit.mutants.lab1`.
 
 Failure messages say which property failed and by how much, never how to fix it.
@@ -18,84 +18,22 @@ import numpy as np
 
 from speclab import speedtest
 
-from . import CellSpec, Rule, defer_to_grader, hidden, under
+from . import CellSpec, defer_to_grader, spec_of, under
 from .alone import alone
 from .calls import call_each
-from .stats import ExactnessCase, check_case
 # the designs, some re-exported for the power audit and the tests (autograder.checks.lab1.pairs, ...)
 from .lab1_cases import (COUPLING, COUPLING_PAIRS, EPS_TARGET, N_BLOCK, TARGETED, batch_cases,  # noqa: F401
                          batch_result, block_cases, block_law, block_outcomes, block_result, block_rows, call_batch,
                          call_block, coupling_law, exact_law, pairs, residual_table, sampler_cases, toy_bigram)
+from .lab1_rules import (R_ACCEPT, R_ALPHA, R_ALPHA_REFUSE, R_BATCH_COUPLING, R_BATCH_LAW, R_BATCH_RNG,
+                         R_BATCH_SPEED, R_BLOCK_LAW, R_BLOCK_REFUSE, R_BLOCK_RNG, R_BLOCK_SHAPE, R_NEVER_DRAFTED,
+                         R_NO_RESIDUAL, R_RESIDUAL, R_SAMPLER_COUPLING, R_SAMPLER_LAW, R_SAMPLER_REFUSE,
+                         R_SAMPLER_RNG, R_VALIDATE)
+from .stats import ExactnessCase, check_case
 
 ALPHA_CELL = 1e-6  # false-failure budget of one statistical test cell
 TOL = 1e-9  # tolerance of deterministic values
 SPEEDUP_REQUIRED = speedtest.BATCH_BAR  # vectorised sampler vs a loop of a one-position sampler's draws
-
-
-# ----------------------------------------------------------------------------- the rules
-# Every requirement a check below enforces, in the words `make labs` writes into the solution cell
-# (autograder/authoring/labs.py); a failing check names the rule it found broken (`under`).
-R_ACCEPT = Rule("acceptance value", "`acceptance_prob(p, q, x)` returns min(1, p[x] / q[x]) as one number "
-                "(within 1e-9), for every token x with q[x] > 0.")
-R_NEVER_DRAFTED = Rule("never drafted", "`acceptance_prob(p, q, x)` raises `ValueError` when q[x] = 0 "
-                       "(the draft never proposes x).")
-R_RESIDUAL = Rule("residual value", "`residual_distribution(p, q)` returns max(p - q, 0) divided by its sum: "
-                  "a vector as long as p, each entry within 1e-9.")
-R_NO_RESIDUAL = Rule("no residual", "`residual_distribution(p, q)` raises `ValueError` when p = q "
-                     "(the residual has no mass).")
-R_VALIDATE = Rule("validate", "`acceptance_prob` and `residual_distribution` raise `ValueError` when p or q is "
-                  "not a probability vector (not 1-D, empty, different lengths, a negative, NaN or infinite "
-                  "entry, however small, or a sum further than TOL = 1e-6 from 1), and accept a vector whose "
-                  "sum is within TOL of 1 as it is; "
-                  "`acceptance_prob` raises `ValueError` (or `TypeError`, `IndexError`) for a token x that is "
-                  "not an integer in [0, V).")
-R_SAMPLER_RNG = Rule("sampler rng", "`speculative_sample` takes every random number from `rng`: two calls with "
-                     "generators seeded alike return the same token, and the global `np.random` state is never "
-                     "touched.")
-R_SAMPLER_REFUSE = Rule("sampler refuses", "`speculative_sample` raises `ValueError` when p or q is not a "
-                        "probability vector or their lengths differ.")
-R_SAMPLER_LAW = Rule("sampler law", "`speculative_sample(p, q, rng)` (drafting its own token from q) returns a "
-                     "token (an integer in [0, V)) that follows p exactly, on every pair: a one-hot p, a draft "
-                     "close to the target, a 1000-token vocabulary, ...; successive calls are independent (tested "
-                     "on one stream of 66,000 calls: draws that repeat at any distance fail).")
-R_SAMPLER_COUPLING = Rule("sampler coupling", "`speculative_sample(p, q, rng, draft)`, given the draft model's token "
-                          "`draft` = x drawn from q, runs the algorithm on that x: it emits x with probability "
-                          "min(1, p[x] / q[x]) and otherwise a draw from the residual, so the pair (x, emitted token) "
-                          "follows that joint law exactly, on every pair: p = q, disjoint supports, zeros in q, ...")
-R_BLOCK_RNG = Rule("block rng", "`verify_block` takes every random number from `rng`: generators seeded alike "
-                   "give the same output, and the global `np.random` state is never touched.")
-R_BLOCK_REFUSE = Rule("block refuses", "`verify_block` raises `ValueError` when k = 0, when a drafted token is "
-                      "outside the vocabulary, when a row of `p_rows` or `q_rows` is not a probability vector, or "
-                      "when the shapes are not (k,), (k + 1, V) and (k, V).")
-R_BLOCK_SHAPE = Rule("block shape", "`verify_block` returns (tokens, n_accepted): the accepted drafts, then "
-                     "exactly one more token (a residual draw from row i after a rejection at position i, or "
-                     "the bonus token from `p_rows[k]` after k acceptances), and n_accepted, the number of "
-                     "accepted drafts.")
-R_BLOCK_LAW = Rule("block law", "The tokens `verify_block` emits follow the target's joint law exactly "
-                   "(tested on every block of a toy model, k = 1 to 3).")
-R_ALPHA = Rule("alpha value", "`estimate_alpha(n_accepted, k)` returns accepted drafts / verified drafts summed "
-               "over all blocks (within 1e-9); k is one number or one per block.")
-R_ALPHA_REFUSE = Rule("alpha refuses", "`estimate_alpha` raises `ValueError` for empty logs, k < 1, or a count "
-                      "outside [0, k].")
-R_BATCH_RNG = Rule("batch rng", "`speculative_sample_batch` takes every random number from `rng`: generators "
-                   "seeded alike give the same tokens, and the global `np.random` state is never touched.")
-R_BATCH_LAW = Rule("batch law", "`speculative_sample_batch(p, q, rng)` (drafting its own tokens) returns B "
-                   "integer tokens, row b following p[b] exactly and independently of the other rows, near or far "
-                   "(rows that reuse another row's random numbers fail).")
-R_BATCH_COUPLING = Rule("batch coupling", "`speculative_sample_batch(p, q, rng, drafts)`, given one drafted token "
-                        "per row (`drafts[b]` drawn from q[b]), emits drafts[b] with probability "
-                        "min(1, p[b, x] / q[b, x]) and otherwise a draw from row b's residual: the pair (draft, "
-                        "emitted token) of every row follows that joint law exactly.")
-R_BATCH_SPEED = Rule("batch speed", f"`speculative_sample_batch` is at least {speedtest.BATCH_BAR:.0f} times "
-                     f"faster per row than `speclab.speedtest.draws_loop` (a Python loop making only the two "
-                     f"random draws of a one-position sampler), timed by the grader with "
-                     f"`speclab.speedtest.batch_speedup` on {speedtest.BATCH_ROWS} rows of one pair. Each timed "
-                     f"call gets a pair it has not seen; every timed output is checked against that pair's law: "
-                     f"it must be fresh draws from that call's p. Points are lost only on a clear failing "
-                     f"verdict of its sign test; a timing it cannot decide is timed again alone at the end of the "
-                     f"class's grading, and if it is still unclear its point is held, neither given nor taken, until "
-                     f"your instructor times it again; your feedback says which.")
-
 
 
 # ----------------------------------------------------------------------------- part 1
@@ -262,7 +200,7 @@ def check_sampler(speculative_sample: Callable) -> None:
     """speculative_sample draws exactly from p on every test pair, and given the grader's drafts x ~ q the pair
     (x, emitted token) follows the algorithm's joint law (distance tests with a stated eps, fixed seed)."""
     law, coupled, alpha = _law_then_coupling(sampler_cases())
-    rng = np.random.default_rng(hidden.seed("test_sampler_exactness", 20261))
+    rng = np.random.default_rng(_seed("test_sampler_exactness"))
     with under(R_SAMPLER_LAW):
         for case in law:
             check_case(case, speculative_sample, rng, alpha)
@@ -331,13 +269,11 @@ def check_block_structure(verify_block: Callable) -> None:
                         f"n_accepted = {n_acc}")
 
 
-check_block_structure.randomised = True  # forced outcomes for a correct verifier, not for a wrong one
-
 
 def check_block_exactness(verify_block: Callable) -> None:
     """verify_block emits tokens whose joint law is the target's (distance test with a stated eps, fixed seed)."""
     with under(R_BLOCK_LAW):
-        _check_cases(block_cases(), verify_block, seed=hidden.seed("test_block_exactness", 20263))
+        _check_cases(block_cases(), verify_block, seed=_seed("test_block_exactness"))
 
 
 # ----------------------------------------------------------------------------- part 4
@@ -379,7 +315,7 @@ def check_batch_exactness(speculative_sample_batch: Callable) -> None:
     """speculative_sample_batch draws row b exactly from p[b], independently of the other rows, and given the
     grader's drafts each row's (draft, emitted token) follows the algorithm's joint law (distance tests)."""
     law, coupled, alpha = _law_then_coupling(batch_cases())
-    rng = np.random.default_rng(hidden.seed("test_batch_exactness", 20265))
+    rng = np.random.default_rng(_seed("test_batch_exactness"))
     with under(R_BATCH_LAW):
         for case in law:
             check_case(case, speculative_sample_batch, rng, alpha)
@@ -434,7 +370,7 @@ def speed_test(batch_fn: Callable, budget_s: float = speedtest.BATCH_BUDGET_S) -
 
     return speedtest.batch_speedup(batch_fn, budget_s, section=timing.timing_lock,
                                    on_output=_timed_output_checker(speedtest.BATCH_ROWS),
-                                   pair_seed=hidden.seed("test_batch_speed pairs", 4),
+                                   pair_seed=_seed("test_batch_speed"),
                                    around=timing.student_paused({"batch"}))
 
 
@@ -466,26 +402,7 @@ def check_batch_speed(speculative_sample_batch: Callable) -> None:
                              f"alone; if it stays unclear, the point is held until it is timed again)")
 
 
-check_batch_speed.randomised = True  # a timing
-check_batch_speed.timed = True  # judged alone, after the class's other checks (autograder/pipeline/grade.py)
-
-
 # ----------------------------------------------------------------------------- registry
-# Why the cells without statistical cases cannot fail a correct implementation.
-DETERMINISTIC_NOTES = {
-    "test_acceptance_prob": "0: exact values, tolerance 1e-9, no randomness",
-    "test_residual_distribution": "0: exact values, tolerance 1e-9, no randomness",
-    "test_input_validation": "0: ValueError expected on fixed invalid inputs, no randomness",
-    "test_sampler_contracts": "0: the same seed twice, the global state compared, ValueError on fixed invalid inputs",
-    "test_block_contracts": "0: the same seed twice, the global state compared, ValueError on fixed invalid inputs",
-    "test_block_structure": "0: outcomes forced for a correct verifier (acceptance probabilities 1 or 0, one-hot rows)",
-    "test_batch_contracts": "0: the same seed twice, the global state compared",
-    "test_alpha_estimator": "0: values worked by hand, tolerance 1e-9, no randomness",
-    "test_batch_speed": f"timing: a sequential sign test of median speed-up >= {SPEEDUP_REQUIRED:.0f}x over draws_loop "
-                        f"fails a sampler at or above the bar with probability <= 1.23 % (plus <= 0.23 % "
-                        f"from the check of the timed outputs, each against its call's own freshly drawn pair)",
-}
-
 def report_extra(grade_id: str, reference) -> str:
     """Measured facts `python -m autograder.audit.power` adds to a deterministic cell's note."""
     if grade_id == "test_batch_speed":
@@ -493,29 +410,43 @@ def report_extra(grade_id: str, reference) -> str:
     return ""
 
 
+_EXACT = "0: exact values, tolerance 1e-9, no randomness"
+_SAME_SEED = "0: the same seed twice, the global state compared, ValueError on fixed invalid inputs"
 CELLS: list[CellSpec] = [
     CellSpec("test_acceptance_prob", 1, 2, check_acceptance_prob, ("acceptance_prob",),
-             rules=(R_ACCEPT, R_NEVER_DRAFTED)),
+             rules=(R_ACCEPT, R_NEVER_DRAFTED), note=_EXACT),
     CellSpec("test_residual_distribution", 1, 2, check_residual_distribution, ("residual_distribution",),
-             rules=(R_RESIDUAL, R_NO_RESIDUAL)),
+             rules=(R_RESIDUAL, R_NO_RESIDUAL), note=_EXACT),
     CellSpec("test_input_validation", 1, 1, check_input_validation, ("acceptance_prob", "residual_distribution"),
-             rules=(R_VALIDATE,)),
+             rules=(R_VALIDATE,), note="0: ValueError expected on fixed invalid inputs, no randomness"),
     CellSpec("test_sampler_contracts", 2, 1, check_sampler_contracts, ("speculative_sample",),
-             rules=(R_SAMPLER_RNG, R_SAMPLER_REFUSE)),
+             rules=(R_SAMPLER_RNG, R_SAMPLER_REFUSE), note=_SAME_SEED),
     CellSpec("test_sampler_exactness", 2, 3, check_sampler, ("speculative_sample",), sampler_cases, 20261,
              rules=(R_SAMPLER_LAW, R_SAMPLER_COUPLING)),
     CellSpec("test_block_contracts", 3, 1, check_block_contracts, ("verify_block",),
-             rules=(R_BLOCK_RNG, R_BLOCK_REFUSE)),
-    CellSpec("test_block_structure", 3, 1, check_block_structure, ("verify_block",), rules=(R_BLOCK_SHAPE,)),
+             rules=(R_BLOCK_RNG, R_BLOCK_REFUSE), note=_SAME_SEED),
+    CellSpec("test_block_structure", 3, 1, check_block_structure, ("verify_block",), rules=(R_BLOCK_SHAPE,),
+             note="0: outcomes forced for a correct verifier (acceptance probabilities 1 or 0, one-hot rows)",
+             randomised=True),  # forced outcomes for a correct verifier, not for a wrong one
     CellSpec("test_block_exactness", 3, 3, check_block_exactness, ("verify_block",), block_cases, 20263,
              rules=(R_BLOCK_LAW,)),
     CellSpec("test_alpha_estimator", 4, 2, check_alpha_estimator, ("estimate_alpha",),
-             rules=(R_ALPHA, R_ALPHA_REFUSE)),
+             rules=(R_ALPHA, R_ALPHA_REFUSE), note="0: values worked by hand, tolerance 1e-9, no randomness"),
     CellSpec("test_batch_contracts", 5, 1, check_batch_contracts, ("speculative_sample_batch",),
-             rules=(R_BATCH_RNG,)),
+             rules=(R_BATCH_RNG,), note="0: the same seed twice, the global state compared"),
     CellSpec("test_batch_exactness", 5, 2, check_batch_exactness, ("speculative_sample_batch",), batch_cases,
              20265, rules=(R_BATCH_LAW, R_BATCH_COUPLING)),
-    CellSpec("test_batch_speed", 5, 1, check_batch_speed, ("speculative_sample_batch",), rules=(R_BATCH_SPEED,)),
+    CellSpec("test_batch_speed", 5, 1, check_batch_speed, ("speculative_sample_batch",), seed=4,
+             seed_name="test_batch_speed pairs", rules=(R_BATCH_SPEED,), timed=True, randomised=True,
+             note=f"timing: a sequential sign test of median speed-up >= {SPEEDUP_REQUIRED:.0f}x over draws_loop "
+                  f"fails a sampler at or above the bar with probability <= 1.23 % (plus <= 0.23 % from the check "
+                  f"of the timed outputs, each against its call's own freshly drawn pair)"),
 ]
+
+
+def _seed(grade_id: str) -> int:
+    """The seed of a cell's randomness (CellSpec.draw_seed)."""
+    return spec_of(CELLS, grade_id).draw_seed()
+
 
 defer_to_grader(globals())  # the grading pipeline's nbgrader run leaves these checks to the grader

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from speclab import speedtest
 
-from . import CellSpec, Rule, defer_to_grader, hidden, under
+from . import CellSpec, Rule, defer_to_grader, spec_of, under
 from .alone import alone
 from .calls import call_each
 from .lab2_rollback import ATOL, cache_checker, counted, speculated, steps_emit_what_they_report
@@ -36,7 +36,6 @@ from .lab2_sampling import (EPS_TARGET, KNOB_RANGES, SAMPLING_SETTINGS, TARGETED
 
 ALPHA_CELL = 1e-6  # false-failure budget of the statistical test cell
 SPEEDUP_CPU = speedtest.DECODE_BAR_CPU  # best-k speedup over the course baseline required on a CPU (issue 6)
-SPEEDUP_CUDA = speedtest.DECODE_BAR_CUDA  # on a GPU the shipped pair is tiny and launch-bound: must not be slower
 THEORY_FRACTION = speedtest.THEORY_FRACTION  # measured S >= 0.75 * the S predicted from the run's alpha and c
 K_GRID = speedtest.K_GRID  # draft lengths timed for "the best k"
 GRADING = os.environ.get("NBGRADER_EXECUTION") is not None
@@ -228,7 +227,6 @@ def check_rollback(speculative_decode: Callable) -> None:
 
 
 # ------------------------------------------------------------------------------ sampling (lab2_sampling.py: the design)
-check_rollback.in_grader = False  # passes the student an on_step callback: judged inside the notebook
 
 
 def check_sampling_contracts(speculative_decode: Callable) -> None:
@@ -275,11 +273,11 @@ def check_sampling_contracts(speculative_decode: Callable) -> None:
                                  f"(you returned {got!r})")
 
 
-def check_sampling_exactness(speculative_decode: Callable, seed: int = 2026) -> None:
+def check_sampling_exactness(speculative_decode: Callable) -> None:
     """Sampled speculative decoding follows the target's law on the toy pair (distance test with a stated eps);
     under a grading run's key the seed is drawn from it (autograder/checks/hidden.py)."""
     cases = sampling_cases()
-    rng = np.random.default_rng(hidden.seed("test_sampling_exactness", seed))
+    rng = np.random.default_rng(spec_of(CELLS, "test_sampling").draw_seed())
     with under(R_SAMPLING_LAW):
         # progress on stdout: nbgrader scores a test cell that wrote to stderr as failed
         for case in tqdm(cases, desc="sampling exactness", disable=not GRADING, mininterval=10, file=sys.stdout):
@@ -331,7 +329,7 @@ def check_speedup(speculative_decode: Callable) -> dict:
     target, draft = shipped_pair()
     with under(R_SPEEDUP):  # a wrong token in a timed call fails here, before any verdict
         speed, theory = speedtest.decoder_speedup(
-            speculative_decode, target, draft, hidden.seed("test_speedup prompts", speedtest.DECODE_POOL_SEED),
+            speculative_decode, target, draft, spec_of(CELLS, "test_speedup").draw_seed(),
             ks=K_GRID, n_new=TIMING_NEW, budget_s=TIMING_BUDGET_S, hard_limit_s=TIMING_HARD_LIMIT_S,
             section=timing.timing_lock, around=timing.student_paused({f"k={k}" for k in K_GRID}))
     d = speed.details
@@ -407,40 +405,33 @@ def check_bandwidth(copy_bandwidth: Callable) -> None:
             f"{yours / 1e9:.2f} GB/s over {BANDWIDTH_CALLS} calls")
 
 
-check_speedup.randomised = True  # a timing: its verdict on a slow decoder depends on the machine's load
-check_speedup.timed = True  # judged alone, after the class's other checks (autograder/pipeline/grade.py)
-check_bandwidth.randomised = True
-check_bandwidth.timed = True  # judged alone, after the class's other checks (autograder/pipeline/grade.py)
 
 
 # ------------------------------------------------------------------------------ registry
-# Why the cells without statistical cases cannot fail a correct implementation.
-DETERMINISTIC_NOTES = {
-    "test_baseline": f"0 up to float rounding: logits compared with a fresh forward (tolerance {ATOL}), greedy tokens",
-    "test_greedy": "0: greedy tokens compared with the course's greedy generate, no randomness",
-    "test_rollback": f"0 up to float rounding: caches compared with a fresh prefill (tolerance {ATOL})",
-    "test_sampling_contracts": "0: the same seed twice, the global states compared, ValueError for k < 1",
-    "test_metrics": "0: values worked by hand, tolerance 1e-9, no randomness",
-    "test_speedup": f"timing, paired rounds under the graders' lock: fails only on a clear sign-test verdict that "
-                    f"the speedup is < {SPEEDUP_CPU}x (CPU) or measured < {THEORY_FRACTION} x predicted at every k; "
-                    f"false-failure probability <= 2.5 % per timed run (1.25 % per clause), <= 5 % with the re-check",
-    "test_bytes": "0: exact integer byte counts",
-    "test_bandwidth": "timing: fails only if the copy bandwidth is off by more than 3x from torch's own copy "
-                      "(medians of 5 calls each, interleaved)",
-}
-
 CELLS: list[CellSpec] = [
-    CellSpec("test_baseline", 1, 2, check_baseline, ("prefill", "autoregressive_decode"), rules=(R_PREFILL, R_BASELINE)),
-    CellSpec("test_greedy", 2, 4, check_greedy_equivalence, ("speculative_decode",), rules=(R_GREEDY,)),
-    CellSpec("test_rollback", 2, 4, check_rollback, ("speculative_decode",), rules=(R_ROLLBACK, R_SPECULATES)),
+    CellSpec("test_baseline", 1, 2, check_baseline, ("prefill", "autoregressive_decode"), rules=(R_PREFILL, R_BASELINE),
+             note=f"0 up to float rounding: logits compared with a fresh forward (tolerance {ATOL}), greedy tokens"),
+    CellSpec("test_greedy", 2, 4, check_greedy_equivalence, ("speculative_decode",), rules=(R_GREEDY,),
+             note="0: greedy tokens compared with the course's greedy generate, no randomness"),
+    CellSpec("test_rollback", 2, 4, check_rollback, ("speculative_decode",), rules=(R_ROLLBACK, R_SPECULATES),
+             note=f"0 up to float rounding: caches compared with a fresh prefill (tolerance {ATOL})",
+             in_grader=False),  # passes the student an on_step callback: judged inside the notebook
     CellSpec("test_sampling_contracts", 2, 1, check_sampling_contracts, ("speculative_decode",),
-             rules=(R_SAMPLING_RNG, R_K)),
+             rules=(R_SAMPLING_RNG, R_K), note="0: the same seed twice, the global states compared, ValueError for k < 1"),
     CellSpec("test_sampling", 2, 3, check_sampling_exactness, ("speculative_decode",), sampling_cases, 2026,
-             rules=(R_SAMPLING_LAW,)),
-    CellSpec("test_metrics", 3, 2, check_metrics, ("pooled_alpha", "predicted_speedup"), rules=(R_POOLED, R_PREDICTED)),
-    CellSpec("test_speedup", 3, 4, check_speedup, ("speculative_decode",), rules=(R_SPEEDUP,)),
-    CellSpec("test_bytes", 4, 2, check_decode_bytes, ("decode_bytes",), rules=(R_BYTES,)),
-    CellSpec("test_bandwidth", 4, 1, check_bandwidth, ("copy_bandwidth",), rules=(R_BANDWIDTH,)),
+             rules=(R_SAMPLING_LAW,), seed_name="test_sampling_exactness"),
+    CellSpec("test_metrics", 3, 2, check_metrics, ("pooled_alpha", "predicted_speedup"), rules=(R_POOLED, R_PREDICTED),
+             note="0: values worked by hand, tolerance 1e-9, no randomness"),
+    CellSpec("test_speedup", 3, 4, check_speedup, ("speculative_decode",), rules=(R_SPEEDUP,),
+             seed=speedtest.DECODE_POOL_SEED, seed_name="test_speedup prompts", timed=True, randomised=True,
+             note=f"timing, paired rounds under the graders' lock: fails only on a clear sign-test verdict that the "
+                  f"speedup is < {SPEEDUP_CPU}x (CPU) or measured < {THEORY_FRACTION} x predicted at every k; "
+                  f"false-failure probability <= 2.5 % per timed run (1.25 % per clause), <= 5 % with the re-check"),
+    CellSpec("test_bytes", 4, 2, check_decode_bytes, ("decode_bytes",), rules=(R_BYTES,),
+             note="0: exact integer byte counts"),
+    CellSpec("test_bandwidth", 4, 1, check_bandwidth, ("copy_bandwidth",), rules=(R_BANDWIDTH,), timed=True,
+             randomised=True, note="timing: fails only if the copy bandwidth is off by more than 3x from torch's own "
+                                   "copy (medians of 5 calls each, interleaved)"),
 ]
 
 defer_to_grader(globals())  # the grading pipeline's nbgrader run leaves these checks to the grader

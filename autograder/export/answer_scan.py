@@ -168,7 +168,7 @@ def _words(name: str) -> set[str]:
 
 def _is_slow(cell) -> bool:
     """A statistical or timed check: seconds to minutes a call."""
-    return cell.cases is not None or getattr(cell.check, "randomised", False)
+    return cell.cases is not None or cell.randomised
 
 
 def answers_in(package: Path, labs: tuple[str, ...], modules: tuple[str, ...] | None = None,

@@ -26,8 +26,10 @@ import shutil
 import zipfile
 from pathlib import Path
 
+from autograder.checks import HIDDEN_BEGIN, HIDDEN_END
+
 # Text that must never reach students: nbgrader's markers and the hidden checks' module.
-MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", HIDDEN_BEGIN.lstrip("# "), HIDDEN_END.lstrip("# "),
            "autograder.checks", "from autograder", "import autograder", "_checks.check_")
 # speclab files for instructors only: graphed.py holds a greedy speculative decoder with rollback (Lab 2's
 # answer, for the GPU report); weights/<pair>/ are locally trained pairs too big to ship
@@ -155,8 +157,8 @@ def reference_lines(course: Path) -> set[str]:
         else:
             continue
         for text in cells:
-            for block in re.findall(r"### BEGIN (SOLUTION|HIDDEN TESTS)\n(.*?)### END \1", text, re.S):
-                for ln in block[1].splitlines():
+            for begin, end in (("### BEGIN SOLUTION", "### END SOLUTION"), (HIDDEN_BEGIN, HIDDEN_END)):
+                for ln in "\n".join(re.findall(re.escape(begin) + r"\n(.*?)" + re.escape(end), text, re.S)).splitlines():
                     s = ln.strip()
                     if len(s) >= MIN_LINE and not s.startswith("#") and s not in released:
                         found.add(s)

@@ -26,12 +26,12 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from autograder.checks import HIDDEN_BEGIN, HIDDEN_END
 from autograder.checks.timing import UNDECIDED_MARK
 from autograder.inside.recheck import capped
 
 from .results import PENDING_MARK
 
-BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 RENDER_VERSION = "6"  # bump when the page changes, so that cached pages are written again
 TEMPLATES = Path(__file__).with_name("templates")
@@ -313,10 +313,10 @@ def _raw(html_text: str) -> dict:
 def _strip_hidden(source: str) -> str:
     out, hidden = [], False
     for line in source.splitlines():
-        if BEGIN_HIDDEN in line:
+        if HIDDEN_BEGIN in line:
             hidden = True
             continue
-        if END_HIDDEN in line:
+        if HIDDEN_END in line:
             hidden = False
             continue
         if not hidden:
@@ -341,7 +341,7 @@ def student_view(nb: dict, verdicts: dict[str, str], scores: dict[str, float], l
         gid = meta.get("grade_id")
         if meta.get("grade") and not meta.get("solution") and gid in layout:
             src = "".join(cell.get("source", ""))
-            cell["source"] = _strip_hidden(src) + ("\n# (the grader's hidden checks ran here)" if BEGIN_HIDDEN in src else "")
+            cell["source"] = _strip_hidden(src) + ("\n# (the grader's hidden checks ran here)" if HIDDEN_BEGIN in src else "")
             cell["outputs"] = [o if o.get("output_type") != "error" else
                                {"output_type": "stream", "name": "stderr", "text": _error_text(o) + "\n"}
                                for o in cell.get("outputs", [])]

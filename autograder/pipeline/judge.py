@@ -32,6 +32,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.checks import HIDDEN_BEGIN, HIDDEN_END
 from autograder.inside import launch
 from autograder.inside.clock import LOOK_S, Limit, OwnClock, own_threads, tasks_of, wall_clock
 from autograder.inside.recheck import capped
@@ -253,7 +254,7 @@ def cell_checks(sources: dict[str, str]) -> dict[str, CellCheck]:
     """grade id -> CellCheck for the graded cells whose hidden tests are only check calls."""
     out = {}
     for gid, src in sources.items():
-        m = re.search(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", src, re.S)
+        m = re.search(re.escape(HIDDEN_BEGIN) + r"\n(.*?)" + re.escape(HIDDEN_END), src, re.S)
         if not m:
             continue
         lines = [ln.strip() for ln in m.group(1).splitlines() if ln.strip() and not ln.strip().startswith("#")]
@@ -351,35 +352,31 @@ def failure_message(err: BaseException) -> str:
 _SPECS: dict[str, dict] = {}
 
 
-def cell_specs(template_db: Path, lab: str) -> dict[str, CellCheck]:
-    """grade id -> CellCheck for the lab's graded cells the grader can judge (from the template gradebook)."""
-    key = f"{template_db}:{template_db.stat().st_mtime_ns}"
-    if key not in _SPECS:
-        _SPECS[key] = cell_checks(graded_sources(template_db, lab))
-    return _SPECS[key]
+_ABSENT = object()
 
 
-def _check_flags(spec: CellCheck, flag: str, default: bool) -> list[bool] | None:
-    """The `flag` attribute of each check the cell calls (`default` where a check does not declare it);
-    None when the cell's checks module cannot be imported (a course without it)."""
+def cell_spec(spec: CellCheck):
+    """The `CellSpec` of a cell the grader judges (autograder.checks: the one description of a graded
+    cell), from its checks module's CELLS: None when the module does not describe the cell (its
+    defaults hold), `_ABSENT` when the module cannot be imported (a course without it)."""
     try:
         module = importlib.import_module(spec.module)
     except Exception:  # noqa: BLE001 - a course without that module
-        return None
-    return [getattr(getattr(module, check, None), flag, default) for check, _ in spec.calls]
+        return _ABSENT
+    return next((c for c in getattr(module, "CELLS", ()) if c.grade_id == spec.grade_id), None)
 
 
 def deferred_checks(specs: dict[str, CellCheck]) -> dict[str, CellCheck]:
     """The cells whose checks the pipeline's nbgrader run leaves to the grader's own verdict
-    (autograder.checks.defer_to_grader): the cells the verdict judges whose every check can run in the
-    grader (none declares in_grader = False)."""
-    return {gid: spec for gid, spec in specs.items() if (flags := _check_flags(spec, "in_grader", True)) is not None
-            and all(flags)}
+    (autograder.checks.defer_to_grader): the cells the verdict judges that their CellSpec does not
+    keep inside the notebook (`in_grader=False`)."""
+    return {gid: spec for gid, spec in specs.items()
+            if (cell := cell_spec(spec)) is not _ABSENT and (cell is None or cell.in_grader)}
 
 
 def timed_cells(specs: dict[str, CellCheck]) -> set[str]:
-    """The cells with a timed check (one that declares `timed = True`): the pipeline judges them alone."""
-    return {gid for gid, spec in specs.items() if any(_check_flags(spec, "timed", False) or ())}
+    """The cells whose CellSpec says `timed`: the pipeline judges them alone."""
+    return {gid for gid, spec in specs.items() if (cell := cell_spec(spec)) not in (None, _ABSENT) and cell.timed}
 
 
 def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: dict[str, CellCheck],

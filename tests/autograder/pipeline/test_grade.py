@@ -270,10 +270,9 @@ def check_scale(scale):
         f"entry {{i}}: expected {{-3 * i}}, got {{g}}" for i, g in enumerate(got))
 
 
-check_scale.timed = True  # judged after the class's other checks, one student at a time
-
 CELLS = [CellSpec("test_add", 1, 2, check_add, ("add",), rules=(R_ADD,)),
-         CellSpec("test_scale", 1, 3, check_scale, ("scale",), rules=(R_SCALE, R_SPEED))]
+         # judged after the class's other checks, one student at a time
+         CellSpec("test_scale", 1, 3, check_scale, ("scale",), rules=(R_SCALE, R_SPEED), timed=True)]
 
 defer_to_grader(globals())
 '''

@@ -1,10 +1,10 @@
 """A cell whose check runs only inside the notebook, and the clean re-run that judges it: the tiny lab's case of
-Lab 2's rollback cell (`check_rollback.in_grader = False`: it hands the student's decoder a callback that cannot
+Lab 2's rollback cell (`in_grader=False` in its CellSpec: it hands the student's decoder a callback that cannot
 cross the sandbox, so the grader's own verdict cannot run it).
 
 A variant of the tiny lab (tests/support/grading_fixtures.py) whose `check_scale` hands `scale` a value that
 cannot cross the sandbox (a `fractions.Fraction`: autograder/inside/wire.py carries numbers, arrays, sequences
-and dicts, not objects) and so declares `in_grader = False`: the pipeline's nbgrader run executes it in the
+and dicts, not objects) and so its CellSpec says `in_grader=False`: the pipeline's nbgrader run executes it in the
 student's kernel, the verdict cannot run it (Unportable), and a clean
 re-run of the notebook (autograder/inside/recheck.py: the protected modules restored before each test cell)
 judges it; each cell keeps the lower of the two. One quiet class run, 2 workers, grades:
@@ -51,10 +51,9 @@ def check_scale(scale):
         assert stats.describe(scale(np.arange(4.0), -3)).mean == -4.5
 
 
-check_scale.in_grader = False  # a Fraction cannot cross: judged inside the notebook only, as Lab 2's rollback is
-
 CELLS = [CellSpec("test_add", 1, 2, check_add, ("add",), rules=(R_ADD,)),
-         CellSpec("test_scale", 1, 3, check_scale, ("scale",), rules=(R_SCALE,))]
+         # a Fraction cannot cross: judged inside the notebook only, as Lab 2's rollback is
+         CellSpec("test_scale", 1, 3, check_scale, ("scale",), rules=(R_SCALE,), in_grader=False)]
 
 defer_to_grader(globals())
 '''
