@@ -238,7 +238,7 @@ def print_report(report: dict) -> None:
         parts[c["part"]] = parts.get(c["part"], 0) + c["points"]
     print("points per part: " + ", ".join(f"part {k}: {v}" for k, v in sorted(parts.items()))
           + f" (total {sum(parts.values())})")
-    print(f"\nMutants: probability that the hidden tests of the broken part catch each one (lower bound)")
+    print("\nMutants: probability that the hidden tests of the broken part catch each one (lower bound)")
     for m in report["mutants"]:
         flag = "" if m["detection"] >= TARGET or _timing_only(m) else "   <-- BELOW 0.999"
         miss = 1 - m["detection"]

@@ -29,10 +29,11 @@ from speclab import speedtest
 from . import CellSpec, Rule, defer_to_grader, spec_of, under
 from .alone import alone
 from .calls import call_each
+from .models import rebuildable
 from .lab2_rollback import ATOL, cache_checker, counted, speculated, steps_emit_what_they_report
 from .stats import check_case
 from .lab2_sampling import (EPS_TARGET, KNOB_RANGES, SAMPLING_SETTINGS, TARGETED, TOY_NEW, TOY_PROMPT,  # noqa: F401
-                            _first_two_law, sampling_cases, sampling_settings, worst_case_eps)
+                            _first_two_law, sampling_cases, sampling_settings, toy_pair, worst_case_eps)
 
 ALPHA_CELL = 1e-6  # false-failure budget of the statistical test cell
 SPEEDUP_CPU = speedtest.DECODE_BAR_CPU  # best-k speedup over the course baseline required on a CPU (issue 6)
@@ -104,6 +105,7 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+@rebuildable
 def shipped_pair():
     """(target, draft) on the grading device, loaded once per kernel."""
     if "pair" not in _PAIR:
@@ -177,8 +179,6 @@ def check_greedy_equivalence(speculative_decode: Callable) -> None:
 def check_rollback(speculative_decode: Callable) -> None:
     """After every step both KV caches equal a fresh prefill of the emitted tokens (rollback is exact); and the
     decoder speculates: steps emit what they report, the draft runs, one target forward per step, no rebuild."""
-    from speclab.toy import toy_pair
-
     t, d = toy_pair(0)
     gen = torch.Generator().manual_seed(1)
     # sampled runs on the toy pair: rejections at the first position and full acceptances both occur
@@ -231,8 +231,6 @@ def check_rollback(speculative_decode: Callable) -> None:
 
 def check_sampling_contracts(speculative_decode: Callable) -> None:
     """Same generator seed, same tokens; global RNG states untouched; k < 1 raises ValueError."""
-    from speclab.toy import toy_pair
-
     t, d = toy_pair(0)
     prompt = torch.tensor(TOY_PROMPT)
 

@@ -11,6 +11,7 @@ import torch
 
 from . import hidden
 from .calls import call_each
+from .models import rebuildable
 from .stats import ExactnessCase
 
 TOY_PROMPT = [0, 1]
@@ -64,11 +65,20 @@ def _grid(knob: tuple | None, fixed, integer: bool = False) -> list:
     return [round(float(v), 2) for v in np.linspace(knob[0], knob[1], KNOB_GRID)]
 
 
+@rebuildable
+def toy_pair(seed: int):
+    """speclab.toy's (target, draft) toy pair, which the grader's verdict hands the student's decoder as a
+    reference the student's side rebuilds (autograder/checks/models.py)."""
+    from speclab import toy
+
+    return toy.toy_pair(seed)
+
+
 def worst_case_eps(case_name: str, n: int, alpha: float) -> float | None:
     """The largest eps of a sampling case over a grid of its KNOB_RANGES (k does not change the law): every
     output law at TV >= that distance from the exact one at the drawn knobs fails with probability >= 0.999
     (at the grid's settings; between them eps varies smoothly). None for a case whose law is fixed."""
-    from speclab.toy import sequence_law, toy_pair
+    from speclab.toy import sequence_law
 
     from .stats import case_eps
 
@@ -97,7 +107,7 @@ def _first_two_law(law: np.ndarray, conts: list) -> np.ndarray:
 
 
 def sampling_cases() -> list[ExactnessCase]:
-    from speclab.toy import sequence_law, toy_pair
+    from speclab.toy import sequence_law
 
     t, d = toy_pair(0)
     cases = []

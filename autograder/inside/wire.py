@@ -194,11 +194,6 @@ def decode(d, resolve: Callable[[str], object] | None = None, depth: int = 0):
 
 
 
-# Objects the checks pass (models) that both sides rebuild from the course's own code: a
-# reference [module, function, args, index] means module.function(*args)[index].
-REF_SOURCES = {("autograder.checks.lab2", "shipped_pair"), ("speclab.toy", "toy_pair")}
-
-
 # ----------------------------------------------------------------------------- random generators
 def rng_states(args) -> list:
     """New states of the random generators among args (so the grader's generators advance)."""

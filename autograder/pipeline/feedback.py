@@ -185,10 +185,6 @@ def describe_cells(course: Path, lab: str, release_nb: dict, name: str | None = 
     return out
 
 
-def cell_title(part: str, what: str) -> str:
-    return f"{part}: {what}" if part else what
-
-
 # ----------------------------------------------------------------------------- verdicts
 def _error_text(output: dict) -> str:
     ename = output.get("ename", "Error")

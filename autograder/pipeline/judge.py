@@ -28,7 +28,6 @@ import re
 import select
 import shutil
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,8 +35,7 @@ from autograder.checks import HIDDEN_BEGIN, HIDDEN_END
 from autograder.inside import launch
 from autograder.inside.clock import LOOK_S, Limit, OwnClock, own_threads, tasks_of, wall_clock
 from autograder.inside.recheck import capped
-from autograder.inside.wire import (CACHE_BYTES, MAX_LINE, REF_SOURCES, Unportable, decode, encode, move_globals,
-                                    set_rng)
+from autograder.inside.wire import CACHE_BYTES, MAX_LINE, Unportable, decode, encode, move_globals, set_rng
 from autograder.sandbox import no_links, scratch_path
 
 from .results import NOT_REACHED
@@ -54,39 +52,6 @@ def own_clock(group) -> OwnClock:
 
 class HarnessGone(BaseException):
     """The student's harness died, hung or broke the protocol (BaseException: checks cannot catch it)."""
-
-
-_REGISTRY: dict[int, tuple[object, list]] = {}  # id -> (object, reference); the object is kept alive
-
-
-def _register(obj, ref: list) -> None:
-    _REGISTRY[id(obj)] = (obj, ref)
-
-
-def _install_recorders(check_module: str) -> None:
-    """In the grader: make the course's model factories note what they return (idempotent).
-    Only once a check module that uses models runs (one that imports torch): a lab without
-    models never pays for importing torch."""
-    if "torch" not in vars(sys.modules.get(check_module, sys)):
-        return
-    for mod_name, fn_name in REF_SOURCES:
-        try:
-            mod = importlib.import_module(mod_name)
-        except Exception:  # noqa: BLE001 - a course without that module
-            continue
-        fn = getattr(mod, fn_name)
-        if getattr(fn, "_recorder", False):
-            continue
-
-        def recorder(*args, _fn=fn, _mod=mod_name, _name=fn_name):
-            out = _fn(*args)
-            if all(isinstance(a, (int, str)) for a in args):
-                for i, obj in enumerate(out):
-                    _register(obj, [_mod, _name, list(args), i])
-            return out
-        recorder._recorder = True
-        setattr(mod, fn_name, recorder)
-
 
 
 class Harness:
@@ -288,9 +253,6 @@ def graded_sources(db: Path, lab: str) -> dict[str, str]:
     return out
 
 
-_RECORDERS_LOCK = threading.Lock()
-
-
 class _StandIn:
     """What a check gets for a student's function: calls go to the harness in the sandbox."""
 
@@ -313,7 +275,7 @@ def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float,
     when a check passes something that cannot cross, and HarnessGone when the student's process is gone.
     key: the student's key of this grading run (autograder/checks/hidden.py); the check's seeds and
     relabellings are drawn from it here, in the grader, after the student's code has run up to this cell."""
-    from autograder.checks import hidden, timing
+    from autograder.checks import hidden, models, timing
     from autograder.checks.alone import SECTIONS
 
     module = importlib.import_module(spec.module)
@@ -321,9 +283,7 @@ def run_check(harness: Harness, spec: CellCheck, call_timeout_s: float,
     if torch is not None and torch.get_num_threads() != 1:
         # one thread per check: other students' checks, nbgrader and the harnesses share the cores
         torch.set_num_threads(1)
-    with _RECORDERS_LOCK:
-        _install_recorders(spec.module)
-    harness.refs = _REGISTRY
+    harness.refs = models.record()  # the models a check hands over travel as references (checks/models.py)
 
     def stand_in(name):
         return _StandIn(harness, name, call_timeout_s)
@@ -350,6 +310,14 @@ def failure_message(err: BaseException) -> str:
 
 # ----------------------------------------------------------------------------- one notebook judged
 _SPECS: dict[str, dict] = {}
+
+
+def cell_specs(template_db: Path, lab: str) -> dict[str, CellCheck]:
+    """grade id -> CellCheck for the lab's graded cells the grader can judge (from the template gradebook)."""
+    key = f"{template_db}:{template_db.stat().st_mtime_ns}"
+    if key not in _SPECS:
+        _SPECS[key] = cell_checks(graded_sources(template_db, lab))
+    return _SPECS[key]
 
 
 _ABSENT = object()
