@@ -16,8 +16,8 @@ Per statistical case (`autograder.checks.stats`): n, the number K of outcomes, e
 probability >= 0.999: the worst case over all laws, exact binomial tails) and
 McDiarmid's bound on the probability that a correct implementation fails it; a
 cell's false-failure bound is the sum over its cases (union bound). The bounds hold
-for any seed; grading uses fixed seeds. Deterministic cells (no randomness) cannot
-fail a correct implementation (their tolerance is 1e-9 on exactly computed values).
+for any seed (a grading run draws its seeds from its key, autograder/checks/hidden.py).
+Deterministic cells (no randomness) cannot fail a correct implementation (their tolerance is 1e-9 on exactly computed values).
 
 Detection (power) of a mutant, in the part it breaks:
 * by a deterministic cell without randomness: 1 if the check fails, else 0;
@@ -43,8 +43,8 @@ hold for every key (a relabelling changes no design figure).
 What a lab provides: `autograder.checks.<lab>` with CELLS (CellSpec list: a deterministic cell's
 `note` says why a correct implementation cannot fail it, and `randomised=True` marks a deterministic
 cell whose verdict on a wrong implementation may depend on the seed or the machine; timings are
-skipped here), ALPHA_CELL, an optional report_extra(grade_id, reference_module) -> str; `autograder.audit.mutants.<lab>` with MUTANTS;
-`solutions/<lab>/<lab>.md`, whose reference solution `autograder.authoring.reference` loads.
+skipped here), ALPHA_CELL, an optional report_extra(grade_id, reference_module) -> str;
+`autograder.audit.mutants.<lab>` with MUTANTS; `solutions/<lab>/<lab>.md`, whose reference solution `autograder.authoring.reference` loads.
 """
 from __future__ import annotations
 

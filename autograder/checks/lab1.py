@@ -5,8 +5,9 @@ are computed here by enumeration; samplers are compared with them by
 `autograder.checks.stats` (a total-variation distance test with a stated eps, union bound). Every statistical
 test cell has a false-failure probability <= ALPHA_CELL = 1e-6 for a correct
 implementation, whatever the seed. Each cell's seed is in its `CellSpec`: fixed outside a grading
-run, drawn from the run's key inside one (autograder/checks/hidden.py). `python -m autograder.audit.power lab1` prints the exact bounds and the
-power against every mutant in `autograder.audit.mutants.lab1`.
+run, drawn from the run's key inside one (autograder/checks/hidden.py).
+`python -m autograder.audit.power lab1` prints the exact bounds and the power against every mutant in
+`autograder.audit.mutants.lab1`.
 
 Failure messages say which property failed and by how much, never how to fix it.
 """
@@ -198,7 +199,7 @@ def check_sampler_contracts(speculative_sample: Callable) -> None:
 
 def check_sampler(speculative_sample: Callable) -> None:
     """speculative_sample draws exactly from p on every test pair, and given the grader's drafts x ~ q the pair
-    (x, emitted token) follows the algorithm's joint law (distance tests with a stated eps, fixed seed)."""
+    (x, emitted token) follows the algorithm's joint law (distance tests with a stated eps, its cell's seed)."""
     law, coupled, alpha = _law_then_coupling(sampler_cases())
     rng = np.random.default_rng(_seed("test_sampler_exactness"))
     with under(R_SAMPLER_LAW):
@@ -271,7 +272,7 @@ def check_block_structure(verify_block: Callable) -> None:
 
 
 def check_block_exactness(verify_block: Callable) -> None:
-    """verify_block emits tokens whose joint law is the target's (distance test with a stated eps, fixed seed)."""
+    """verify_block emits tokens whose joint law is the target's (distance test with a stated eps, its cell's seed)."""
     with under(R_BLOCK_LAW):
         _check_cases(block_cases(), verify_block, seed=_seed("test_block_exactness"))
 

@@ -315,7 +315,7 @@ seen = {"env": sorted(os.environ), "argv0": os.path.basename(sys.argv[0]), "ipyk
 json.dump(seen, open("seen.json", "w"))
 """
 # What tells the verdict's harness from a Jupyter kernel run in the same sandbox (as nbgrader's run, or
-# `jupyter nbconvert --execute`, runs one): the README's threat model lists these ("Telling the grader apart").
+# `jupyter nbconvert --execute`, runs one): autograder/THREATS.md lists these ("Telling the grader apart").
 KERNEL_TELLS = {"argv0", "ipykernel", "shell"}
 KERNEL_ENV = {"CLICOLOR", "CLICOLOR_FORCE", "FORCE_COLOR", "GIT_PAGER", "JPY_PARENT_PID", "PAGER",
               "PYDEVD_USE_FRAME_EVAL", "TERM"}  # variables ipykernel sets for itself
