@@ -94,7 +94,7 @@ PRESETS: dict[str, GPTConfig] = {
     # a very small model for fast unit tests; never shipped
     "tiny": GPTConfig(n_layer=2, n_head=2, d_model=32, max_len=64),
     "tiny-draft": GPTConfig(n_layer=1, n_head=2, d_model=32, max_len=64),
-    # The GPU pair (issue 21), trained by `python -m speclab.train --pair gpu` on a GPU and not
+    # The GPU pair, trained by `python -m speclab.train --pair gpu` on a GPU and not
     # shipped (the target is ~400 MB in fp16). Why these shapes, for batch-1 decoding on an
     # H100-class GPU (about 3 TB/s of copy bandwidth, launches of a few microseconds):
     # - below a few hundred MB of weights a decode step is bound by kernel launches, about a

@@ -1,4 +1,4 @@
-"""The grading run's key: hidden inputs that no file in the sandbox holds (issue 31).
+"""The grading run's key: hidden inputs that no file in the sandbox holds.
 
 The checks' designs (which pairs, how many draws, which eps) are public: they are in this package,
 which the sandbox can read, and the power report is computed from them. What a notebook must not

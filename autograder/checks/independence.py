@@ -1,5 +1,5 @@
 """Independence at every lag: a test that a sequence of draws (one sampler's successive calls, or the rows of
-one batch call) has no dependence between draws any distance apart (issue 31).
+one batch call) has no dependence between draws any distance apart.
 
 The distance tests see the law of one outcome; they cannot see a random stream that repeats (a table of draws
 replayed after some tens of thousands of calls) or batch rows that reuse the random numbers of rows far away.

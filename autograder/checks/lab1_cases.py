@@ -60,7 +60,7 @@ def high_acceptance_pair() -> tuple[np.ndarray, np.ndarray]:
     return p, q
 
 def pairs(fixed: dict | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The (p, q) pairs the samplers are tested on: the regimes of issue 14, adversarial ones included; under a
+    """The (p, q) pairs the samplers are tested on, adversarial ones included; under a
     grading run's key each pair's tokens are relabelled by a permutation of its own (`hidden.relabelling`).
     fixed: `fixed_pairs()` when the caller has it already."""
     return {name: (p[perm], q[perm]) for name, (p, q) in (fixed_pairs() if fixed is None else fixed).items()
@@ -81,7 +81,7 @@ def fixed_pairs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
         "1000-token vocabulary": (big_p, big_q),
     }
 
-# eps targets (issue 14) for vocabularies <= 16; the cases sized for time state their own eps.
+# eps targets for vocabularies <= 16; the cases sized for time state their own eps.
 EPS_TARGET = {"sampler": 0.02, "batch": 0.01, "block": 0.03, "sampler coupling": 0.02, "batch coupling": 0.01}
 
 # Samples per case: the smallest n meeting the target (stats.n_for_eps at the case's alpha with the early
@@ -97,7 +97,7 @@ N_BATCH = {"reversed": 258800, "high acceptance, residual over 15 tokens": 33880
 
 N_BATCH_DIFFERENT = 345900  # pairs of rows
 
-# The coupling cases (issue 31): the grader draws the drafts x ~ q and hands them to the sampler
+# The coupling cases: the grader draws the drafts x ~ q and hands them to the sampler
 # (`draft=` / `drafts=`); the outcome is the pair (x, emitted token), whose exact law (`coupling_law`) is
 # the algorithm's, not only its output's. Sized like the law cases (the smallest n meeting EPS_TARGET).
 COUPLING = "coupling of"  # how a coupling case's name begins

@@ -36,7 +36,7 @@ from .lab2_sampling import (EPS_TARGET, KNOB_RANGES, SAMPLING_SETTINGS, TARGETED
                             _first_two_law, sampling_cases, sampling_settings, toy_pair, worst_case_eps)
 
 ALPHA_CELL = 1e-6  # false-failure budget of the statistical test cell
-SPEEDUP_CPU = speedtest.DECODE_BAR_CPU  # best-k speedup over the course baseline required on a CPU (issue 6)
+SPEEDUP_CPU = speedtest.DECODE_BAR_CPU  # best-k speedup over the course baseline required on a CPU
 THEORY_FRACTION = speedtest.THEORY_FRACTION  # measured S >= 0.75 * the S predicted from the run's alpha and c
 K_GRID = speedtest.K_GRID  # draft lengths timed for "the best k"
 GRADING = os.environ.get("NBGRADER_EXECUTION") is not None

@@ -17,7 +17,7 @@ from .stats import ExactnessCase
 TOY_PROMPT = [0, 1]
 TOY_NEW = 3  # tokens asked for; the outcome tested is the pair of the first two (a k = 2 block spans both)
 SAMPLING_SETTINGS = {  # name -> (k, temperature, top_k, top_p, n)
-    # eps <= 0.03 on the joint law of the first two tokens (issue 14): n = stats.n_for_eps at this alpha, with
+    # eps <= 0.03 on the joint law of the first two tokens: n = stats.n_for_eps at this alpha, with
     # the early looks of stats.early_passes (a correct decoder usually passes at 0.3 n to 0.55 n)
     "T=1, k=2": (2, 1.0, None, None, 33300),
     # the knobs acting on both p and q: sized for grading time, each states its own eps
@@ -29,7 +29,7 @@ TARGETED = "T=1, k=2"
 # Under a grading run's key (autograder/checks/hidden.py) each case's knobs are drawn per student from these
 # ranges (the fixed settings above are used without a key): (k range, temperature range, top-k choices, top-p
 # range); None: the knob stays as in SAMPLING_SETTINGS. The power report states the worst eps over each range
-# (`worst_case_eps`, on a grid), and a decoder exact only at the fixed settings fails (issue 31).
+# (`worst_case_eps`, on a grid), and a decoder exact only at the fixed settings fails.
 KNOB_RANGES = {
     "T=1, k=2": ((1, 4), None, None, None),
     "T=0.8, top-k=2, k=3": ((1, 4), (0.4, 0.6), (2, 3), None),

@@ -1,4 +1,4 @@
-"""The course measured on one machine, written to one JSON file (issues 20 and 21).
+"""The course measured on one machine, written to one JSON file.
 
 Notation: see the `speclab` package docstring (p = target, q = draft, k = draft length, alpha, c).
 

@@ -256,7 +256,7 @@ MUTANTS: list[Mutant] = catalog("lab1", [
 +    with np.errstate(divide="ignore", invalid="ignore"):
 +        accept = rng.random(batch) < p[0, x] / q[0, x]
 """),
-    # ------------------------------------------------------------------------- issue 14: near the edge of eps
+    # ------------------------------------------------------------------------- near the edge of eps
     # Wrong implementations a student could well hand in, off by a small total variation, right except on
     # rare events, or right in every marginal but not in the joint law. `python -m autograder.audit.power lab1`
     # prints how likely each is caught; tests/autograder/checks/test_lab1.py states their output TV against the eps of a case.
@@ -349,7 +349,7 @@ MUTANTS: list[Mutant] = catalog("lab1", [
 -    accept = rng.random(batch) * q[rows, x] < p[rows, x]  # u < p(x) / q(x), without dividing
 +    accept = rng.random(batch) * q[rows, x] <= 1.05 * p[rows, x]
 """),
-    # ------------------------------------------------------------------------- issue 31: the right law, not the algorithm
+    # ------------------------------------------------------------------------- the right law, not the algorithm
     # Samplers whose output follows p exactly but that do not run speculative sampling: only the coupling cases
     # (the grader's drafts given, the joint law of (draft, emitted token) compared) can tell them apart.
     Mutant("sampler_ignores_q", 2, "speculative_sample",

@@ -56,7 +56,7 @@ MUTANTS: list[Mutant] = catalog("lab2", [
 +        model(x, positions[cache.length : cache.length + x.shape[1]], cache)
 +        return model(torch.tensor([past], device=dev), None, None)[0, -x.shape[1]:]
 """),
-    # issue 31: decoders with the right tokens that do not run the algorithm the lab asks for; the rollback
+    # decoders with the right tokens that do not run the algorithm the lab asks for; the rollback
     # check counts the models' forwards (autograder.checks.lab2.check_rollback, rule "speculates")
     Mutant("rebuilds_caches", 2, "speculative_decode",
            "Rebuilds both caches with a fresh prefill of the whole sequence after every step instead of rolling back.",
