@@ -13,6 +13,10 @@ import re
 import shutil
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .lms import Record
 
 STUDENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -54,6 +58,29 @@ def collect(submissions: Path, lab: str, out: Path) -> dict[str, Path]:
         base = base / "submitted"
     found: dict[str, Path] = {}
     records: dict[str, lms.Record] = {}
+    canvas, unrecognised = _flat_files(base, lab, out, found)
+    for student, items in canvas.items():
+        found[student], records[student] = _canvas_files(items, out / "collected" / student / lab)
+    for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()):
+        if d.name.startswith(".") or d.name in ("collected", "unpacked"):
+            continue
+        moodle = lms.moodle_folder(d.name)
+        student = d.name
+        if moodle is not None:
+            student, records[student] = moodle
+        found[student] = d / lab if (d / lab).is_dir() else d
+    _refuse_what_names_no_student(submissions, base, lab, found, unrecognised)
+    out.mkdir(parents=True, exist_ok=True)
+    lms.save(out, records)
+    return dict(sorted(found.items()))
+
+
+def _flat_files(base: Path, lab: str, out: Path, found: dict[str, Path]) -> tuple[dict[str, list], list[str]]:
+    """The files at the top of the submissions: `<student>__<name>` files are copied into their student's
+    folder (added to `found`); returns (student -> the Canvas files of that student, the notebooks whose
+    name names no student)."""
+    from . import lms
+
     canvas: dict[str, list] = {}
     unrecognised = []
     for p in sorted(p for p in base.iterdir() if p.is_file() and not p.name.startswith(".")):
@@ -70,29 +97,31 @@ def collect(submissions: Path, lab: str, out: Path) -> dict[str, Path]:
             found[student] = dest
         elif p.suffix == ".ipynb":
             unrecognised.append(p.name)
-    for student, items in canvas.items():
-        dest = out / "collected" / student / lab
-        shutil.rmtree(dest, ignore_errors=True)
-        dest.mkdir(parents=True)
-        latest: dict[str, tuple] = {}
-        for cf, p in items:  # the latest re-submission of each file counts
-            if cf.submitted_as not in latest or cf.attempt > latest[cf.submitted_as][0].attempt:
-                latest[cf.submitted_as] = (cf, p)
-        for name, (cf, p) in latest.items():
-            shutil.copy2(p, dest / name)
-        first = items[0][0]
-        records[student] = lms.Record("canvas", first.user_id, first.name,
-                                      late=any(cf.late for cf, _ in latest.values()),
-                                      files=sorted(p.name for _, p in latest.values()))
-        found[student] = dest
-    for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()):
-        if d.name.startswith(".") or d.name in ("collected", "unpacked"):
-            continue
-        moodle = lms.moodle_folder(d.name)
-        student = d.name
-        if moodle is not None:
-            student, records[student] = moodle
-        found[student] = d / lab if (d / lab).is_dir() else d
+    return canvas, unrecognised
+
+
+def _canvas_files(items: list, dest: Path) -> tuple[Path, Record]:
+    """One student's Canvas files (lms.recognise, path), the latest re-submission of each, copied into dest;
+    (dest, the student's lms.Record)."""
+    from . import lms
+
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    latest: dict[str, tuple] = {}
+    for cf, p in items:  # the latest re-submission of each file counts
+        if cf.submitted_as not in latest or cf.attempt > latest[cf.submitted_as][0].attempt:
+            latest[cf.submitted_as] = (cf, p)
+    for name, (cf, p) in latest.items():
+        shutil.copy2(p, dest / name)
+    first = items[0][0]
+    return dest, lms.Record("canvas", first.user_id, first.name, late=any(cf.late for cf, _ in latest.values()),
+                            files=sorted(p.name for _, p in latest.values()))
+
+
+def _refuse_what_names_no_student(submissions: Path, base: Path, lab: str, found: dict[str, Path],
+                                  unrecognised: list[str]) -> None:
+    """SystemExit, saying how to lay the submissions out, when a notebook names no student, when there is
+    none at all, or when a student id is not one."""
     if unrecognised:
         raise SystemExit(
             f"{base}: {len(unrecognised)} notebook(s) whose file name names no student, e.g. {unrecognised[:3]}. "
@@ -108,9 +137,6 @@ def collect(submissions: Path, lab: str, out: Path) -> dict[str, Path]:
         raise SystemExit(f"student ids must match {STUDENT_RE.pattern} (letters, digits, '_', '.' or '-', at most 64, "
                          f"starting with a letter or digit): {bad}. Rename those folders, or hand in a Canvas or "
                          f"Moodle download as it comes")
-    out.mkdir(parents=True, exist_ok=True)
-    lms.save(out, records)
-    return dict(sorted(found.items()))
 
 
 def submission_hash(folder: Path) -> str:
