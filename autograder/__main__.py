@@ -4,6 +4,9 @@
   `python -m autograder grade ...`): grade a class, from any folder;
 - `python -m autograder gradescope LAB [--zip F]`: a Gradescope autograder zip for one lab;
 - `python -m autograder student-release [--dest DIR]`: the student edition (folder + zip).
+
+The environment variables the grader honours (SPECLAB_COURSE, SPECLAB_SANDBOX, SPECLAB_BWRAP) are read
+here, once, into the run's Config; nothing below the command line reads them.
 """
 from __future__ import annotations
 
@@ -12,7 +15,13 @@ import os
 import sys
 from pathlib import Path
 
+from .pipeline.config import ENV as COURSE_ENV
 from .pipeline.config import find_course
+from .sandbox.bwrap import BWRAP_ENV, MODE_ENV
+
+
+def _course(explicit: Path | None) -> Path:
+    return find_course(explicit, env_course=os.environ.get(COURSE_ENV))
 
 
 def _grade_options(g: argparse.ArgumentParser) -> None:
@@ -48,7 +57,7 @@ def _grade(a: argparse.Namespace) -> int:
     from .pipeline import Config, build_template, grade_class, summary
     from .sandbox import Limits
 
-    course = find_course(a.course)
+    course = _course(a.course)
     if not (course / "solutions" / a.lab).is_dir():
         labs = sorted(p.name for p in (course / "solutions").iterdir() if p.is_dir())
         raise SystemExit(f"no lab {a.lab!r} in {course / 'solutions'} (labs: {', '.join(labs) or 'none'})")
@@ -57,7 +66,8 @@ def _grade(a: argparse.Namespace) -> int:
     limits = Limits(a.cell_timeout, a.notebook_timeout, a.memory_mb, Limits.file_mb, a.output_kb)
     cfg = Config(a.lab, a.submissions.resolve(), (a.out or course / "grading" / a.lab).resolve(), course,
                  max(1, a.workers), a.force or bool(a.student), tuple(a.student), limits, not a.no_recheck,
-                 a.unsafe, retime=a.retime)
+                 a.unsafe, retime=a.retime, sandbox_mode=os.environ.get(MODE_ENV) or None,
+                 bwrap=os.environ.get(BWRAP_ENV) or None)
     if a.unsafe:
         print("WARNING: --unsafe: grading without the sandbox; students' code runs with your rights",
               file=sys.stderr)
@@ -86,13 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "gradescope":
         from .export.gradescope import build_zip
 
-        course = find_course(a.course)
+        course = _course(a.course)
         path = build_zip(course, a.lab, a.zip or course / "dist" / f"gradescope-{a.lab}.zip", a.visibility)
         print(f"Gradescope autograder for {a.lab}: {path}")
         return 0
     from .export.student_release import build_release
 
-    course = find_course(a.course)
+    course = _course(a.course)
     folder, archive = build_release(course, a.dest or course / "dist" / "student")
     print(f"student edition: {folder} and {archive}")
     return 0

@@ -31,7 +31,6 @@ import zipfile
 from pathlib import Path
 
 ROOT_ENV = "SPECLAB_GRADESCOPE_ROOT"
-PYTHON_ENV = "SPECLAB_PYTHON"  # offline set-up: an interpreter that already has every dependency
 STUDENT = "submission"  # the student id inside the container (Gradescope knows who it is)
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 # What grading one submission needs on Gradescope (its Advanced Settings; the defaults, 384 MB and 10 min, are
@@ -43,9 +42,10 @@ VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 NEEDS_MB = 1536
 NEEDS_TIMEOUT_MIN = 35
 NEEDS_CPUS = 1.0
-TIMING_ONCE = 1  # timed cells timed once here (a class run times an unclear one again: TIMING_ATTEMPTS)
+TIMING_ONCE = 1  # timed cells timed once here (a class run times an unclear one again: Config.timing_attempts)
 STOP_BEFORE_S = 60  # run_autograder stops the grader this long before Gradescope's timeout, to write results.json
 CGROUP_ENV = "SPECLAB_CGROUP_ROOT"  # where the container's cgroup files are (tests point it at a fake tree)
+CGROUP_FS = Path("/sys/fs/cgroup")
 
 SETUP_SH = r"""#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder image (Ubuntu, with network).
@@ -216,8 +216,8 @@ def other_labs_file(course: Path, lab: str, rel: Path) -> bool:
 # ----------------------------------------------------------------------------- inside the container
 def memory_limit_mb(cgroup_root: Path | None = None) -> float | None:
     """The container's memory limit in MB (cgroup v2 `memory.max`, else v1 `memory/memory.limit_in_bytes`);
-    None when there is none (or none can be read)."""
-    root = Path(cgroup_root or os.environ.get(CGROUP_ENV, "/sys/fs/cgroup"))
+    None when there is none (or none can be read). cgroup_root: where the cgroup files are (default CGROUP_FS)."""
+    root = Path(cgroup_root or CGROUP_FS)
     for path in (root / "memory.max", root / "memory" / "memory.limit_in_bytes"):
         try:
             text = path.read_text().strip()
@@ -231,8 +231,8 @@ def memory_limit_mb(cgroup_root: Path | None = None) -> float | None:
 
 def cpu_limit(cgroup_root: Path | None = None) -> float | None:
     """The container's CPU limit in CPUs (cgroup v2 `cpu.max`, else v1 `cpu/cpu.cfs_quota_us` over its period);
-    None when there is none."""
-    root = Path(cgroup_root or os.environ.get(CGROUP_ENV, "/sys/fs/cgroup"))
+    None when there is none. cgroup_root: where the cgroup files are (default CGROUP_FS)."""
+    root = Path(cgroup_root or CGROUP_FS)
     try:
         quota, period = (root / "cpu.max").read_text().split()[:2]
     except (OSError, ValueError):
@@ -260,10 +260,10 @@ def cpu_warning(settings: dict, have: float | None) -> str | None:
     return None
 
 
-def too_small(settings: dict) -> str | None:
+def too_small(settings: dict, cgroup_root: Path | None = None) -> str | None:
     """Why this container cannot grade safely (its memory limit is below what grading needs), or None."""
     need = float(settings.get("needs_mb", NEEDS_MB))
-    have = memory_limit_mb()
+    have = memory_limit_mb(cgroup_root)
     if have is not None and have < need:
         return (f"the container has {have:.0f} MB of memory and grading needs {need:.0f} MB: on Gradescope, open "
                 f"the assignment's Configure Autograder → Advanced Settings and raise the memory to at least "
@@ -276,11 +276,16 @@ def _settings(root: Path) -> dict:
     return json.loads((root / "source" / "gradescope.json").read_text())
 
 
-def _config(root: Path, lab: str):
+def _config(root: Path, lab: str, sandbox_mode: str | None = None, bwrap: str | None = None):
+    """The grading's settings in the container. One submission per container: no outside work to wait for,
+    so the limits count wall time (stretch 0) and the worst case `worst_case_s` holds (a class run stretches
+    them by the time a student waited for a core); its timed cells are timed once (TIMING_ONCE): a second
+    timing would not fit Gradescope's longest timeout."""
     from autograder.pipeline import Config
 
     return Config(lab, root / "work" / "submissions", root / "work" / "grading", root / "source" / "course",
-                  workers=1, force=True)
+                  workers=1, force=True, stretch=0.0, timing_attempts=TIMING_ONCE, sandbox_mode=sandbox_mode,
+                  bwrap=bwrap)
 
 
 def prepare(root: Path) -> None:
@@ -376,21 +381,23 @@ def not_graded(problem: str, seconds: float) -> dict:
             "extra_data": {"not_graded": problem}}
 
 
-def run(root: Path) -> dict:
-    """Grade /autograder/submission with the local pipeline; write results/results.json."""
+def run(root: Path, sandbox_mode: str | None = None, bwrap: str | None = None,
+        cgroup_root: Path | None = None) -> dict:
+    """Grade /autograder/submission with the local pipeline; write results/results.json. sandbox_mode,
+    bwrap, cgroup_root: $SPECLAB_SANDBOX, $SPECLAB_BWRAP and $SPECLAB_CGROUP_ROOT, read by `main`."""
     t0 = time.perf_counter()
     settings = _settings(root)
     lab, visibility = settings["lab"], settings.get("visibility", "visible")
     out_file = root / "results" / "results.json"
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    problem = too_small(settings)
+    problem = too_small(settings, cgroup_root)
     if problem is None:
-        from autograder.pipeline.grade import sandbox_mode
+        from autograder.pipeline.schedule import sandbox_mode as start_sandbox
 
-        cfg = _config(root, lab)
+        cfg = _config(root, lab, sandbox_mode, bwrap)
         cfg.out.mkdir(parents=True, exist_ok=True)
         try:  # the strongest sandbox this container allows; none: grade nothing
-            mode = sandbox_mode(cfg)
+            mode = start_sandbox(cfg)
         except SystemExit as err:
             problem = f"no sandbox can start in this container: {err}"
     if problem is not None:  # fail closed, and say so, before a kill could leave no results at all
@@ -399,13 +406,12 @@ def run(root: Path) -> dict:
         out_file.write_text(json.dumps(data, indent=1))
         return data
     print(f"speclab autograder: sandbox: {mode}")
-    cpus = cpu_limit()
+    cpus = cpu_limit(cgroup_root)
     slow = cpu_warning(settings, cpus)
     if slow:
         print(f"speclab autograder: {slow}")
     os.umask(0o077)  # what the grader writes from here on is private to it (uid mode's students read nothing)
     try:
-        from autograder.inside import clock
         from autograder.pipeline.feedback import cell_verdicts, describe_cells
         from autograder.pipeline import build_template, grade_student
         from autograder.pipeline.results import hold_pending
@@ -413,14 +419,10 @@ def run(root: Path) -> dict:
         layout = build_template(cfg)
         folder = cfg.submissions / STUDENT
         notes = _gather(root / "submission", folder)
-        # a timing with no clear verdict is never awarded: its points are held until the instructor regrades.
-        # Timed once (TIMING_ONCE): a second timing would not fit Gradescope's longest timeout (worst_case_s)
+        # a timing with no clear verdict is never awarded: its points are held until the instructor regrades
+        # (timed once, with no stretch of the limits: `_config`)
         retime = "your instructor can run the autograder on this submission again"
-        # One submission per container: no outside work to wait for, so the limits count wall time and the
-        # worst case above holds (a class run stretches them by the time a student waited for a core)
-        clock.STRETCH = 0.0
-        result = hold_pending(grade_student(cfg, layout, STUDENT, folder, slot=0, retime=retime,
-                                            attempts=TIMING_ONCE), retime)
+        result = hold_pending(grade_student(cfg, layout, STUDENT, folder, slot=0, retime=retime), retime)
         names, verdicts = {}, {}
         for nb_name in layout:
             release = json.loads((cfg.out / "template" / "labs" / lab / f"{nb_name}.ipynb").read_text())
@@ -459,8 +461,11 @@ def main(argv: list[str] | None = None) -> int:
     root = a.root.resolve()
     if a.step == "prepare":
         prepare(root)
-    else:
-        run(root)
+    else:  # the environment the grader honours, read once here
+        from autograder.sandbox.bwrap import BWRAP_ENV, MODE_ENV
+
+        run(root, os.environ.get(MODE_ENV) or None, os.environ.get(BWRAP_ENV) or None,
+            os.environ.get(CGROUP_ENV) or None)
     return 0
 
 

@@ -12,11 +12,11 @@ that needs 250 s of CPU gets them even when it gets a third of a core. What the 
   in `run_delay`, so without that bound a student could stretch its own limits by running more threads
   than its quota; with it, a group that uses its whole quota gets no discount.
 
-A limit of L seconds ends at L seconds of this clock, and at (1 + STRETCH) L seconds of wall time at the
-latest, however busy the machine: a notebook that is slow because the machine is overloaded is still
-stopped, later. Threads that end between two looks take their last waiting with them (the clock then
-counts a little more than it should, never less). Where `/proc/TID/schedstat` cannot be read the
-clock is the wall clock.
+A limit of L seconds ends at L seconds of this clock, and at (1 + stretch) L seconds of wall time at the
+latest (stretch: STRETCH unless the limit is given another), however busy the machine: a notebook that is
+slow because the machine is overloaded is still stopped, later. Threads that end between two looks take
+their last waiting with them (the clock then counts a little more than it should, never less). Where
+`/proc/TID/schedstat` cannot be read the clock is the wall clock.
 
 This module runs on both sides: in the sandbox (the harness's cell timer, counting its own process's
 threads) and in the grader (the limits it waits for a harness or a sandbox under, counting the threads
@@ -70,11 +70,13 @@ def tasks_of(files: Iterable) -> Callable[[], list[str]]:
 
 
 class Limit:
-    """L seconds of a clock, from now (and (1 + STRETCH) L of wall time at most)."""
+    """L seconds of a clock, from now (and (1 + stretch) L of wall time at most). The grader passes its
+    run's stretch (Config.stretch: 0 where one submission has the machine to itself, as on Gradescope);
+    code in the sandbox keeps STRETCH."""
 
-    def __init__(self, clock: "OwnClock", seconds: float):
+    def __init__(self, clock: "OwnClock", seconds: float, stretch: float = STRETCH):
         self.clock, self.seconds = clock, seconds
-        self.start, self.wall_end = clock.now(), time.monotonic() + (1 + STRETCH) * seconds
+        self.start, self.wall_end = clock.now(), time.monotonic() + (1 + stretch) * seconds
 
     def left(self) -> float:
         """Seconds of the clock left (0 once over); looks at the threads' counters."""
@@ -117,8 +119,8 @@ class OwnClock:
         self._look()
         return (self.t - self.t0) - self.waited
 
-    def limit(self, seconds: float) -> Limit:
-        return Limit(self, seconds)
+    def limit(self, seconds: float, stretch: float = STRETCH) -> Limit:
+        return Limit(self, seconds, stretch)
 
 
 def wall_clock() -> OwnClock:

@@ -1,12 +1,18 @@
 """The settings of one grading run (`Config`), where the course is, and the nbgrader courses each
 stage runs in.
 
+A `Config` is frozen: it is made once at the command line (autograder/__main__.py, the Gradescope entry
+point), which also reads the environment variables the grader process honours (SPECLAB_SANDBOX,
+SPECLAB_BWRAP, SPECLAB_COURSE) into it, and it is passed down unchanged; a stage that needs another
+setting makes a copy (`dataclasses.replace`).
+
 The course is the folder holding `solutions/` and `nbgrader_config.py`. The grading commands
 work from any folder; the course is, in this order (`find_course`):
 1. the folder given with `--course DIR`;
 2. the folder named by the environment variable SPECLAB_COURSE;
 3. the folder the `autograder` package was installed from (an editable install or a checkout);
 4. the working directory or one of its parents.
+(The command line reads SPECLAB_COURSE and passes it as `env_course`.)
 Anything else is an error that says how to name the course.
 
 Every nbgrader course the pipeline makes (the template, each student's scratch course, the
@@ -18,9 +24,10 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.inside.clock import STRETCH
 from autograder.sandbox import Limits
 from autograder.sandbox.bounds import Bounds
 
@@ -29,7 +36,13 @@ PACKAGE_PARENT = REPO_ROOT
 BIN = Path(sys.executable).parent
 
 
-@dataclass
+# How many times a class run times a student's timed cells, alone: a timing still unclear after the
+# first is timed once more at the end of the run (each timing a false failure <= 2.5 % per cell, so
+# <= 5 % over both), then its points are held pending until --retime.
+TIMING_ATTEMPTS = 2
+
+
+@dataclass(frozen=True)
 class Config:
     lab: str
     submissions: Path
@@ -44,6 +57,13 @@ class Config:
     lab_checks: tuple[Path, ...] = ()  # folders of check modules of labs outside the package (autograder.checks.add_folder)
     retime: bool = False  # grade again, one at a time, the students whose timed points are pending (results.hold_pending)
     bounds: Bounds = field(default_factory=Bounds)  # what each student's processes may use together (sandbox/bounds.py)
+    stretch: float = STRETCH  # a limit of L s ends by (1 + stretch) L s of wall time (autograder/inside/clock.py)
+    timing_attempts: int = TIMING_ATTEMPTS  # timings of an unclear timed cell before its points are held
+    sandbox_mode: str | None = None  # bubblewrap | uid ($SPECLAB_SANDBOX); None: the strongest that starts
+    bwrap: str | None = None  # the bwrap executable to use ($SPECLAB_BWRAP); None: the wheel's or PATH's
+    # the hidden inputs' key of the run (autograder/checks/hidden.py); None: drawn once per run by the
+    # scheduler. Never written to a file, never passed to a sandbox, never printed.
+    run_key: bytes | None = field(default=None, repr=False)
 
     @property
     def code_root(self) -> Path:
@@ -51,9 +71,9 @@ class Config:
         return self.course_root if (self.course_root / "autograder").is_dir() else REPO_ROOT
 
 
-def as_dict(cfg: Config) -> dict:
-    d = asdict(cfg)
-    return {k: str(v) if isinstance(v, Path) else v for k, v in d.items()}
+def retime_command(cfg: Config, student: str) -> str:
+    """The command that times a held student's cells again (what the note on their page says)."""
+    return f"python -m autograder grade {cfg.lab} {cfg.submissions} --retime --student {student}"
 
 
 def write_course(root: Path, course_root: Path, limits: Limits | None = None, link_solutions: bool = False) -> Path:
@@ -103,15 +123,16 @@ def is_course(folder: Path) -> bool:
     return (folder / "solutions").is_dir() and (folder / "nbgrader_config.py").is_file()
 
 
-def find_course(explicit: Path | str | None = None, cwd: Path | None = None) -> Path:
-    """The course folder (absolute), following the order in this module's docstring."""
+def find_course(explicit: Path | str | None = None, cwd: Path | None = None, env_course: str | None = None) -> Path:
+    """The course folder (absolute), following the order in this module's docstring; env_course: the
+    value of SPECLAB_COURSE, as the command line read it."""
     if explicit is not None:
         folder = Path(explicit).expanduser().resolve()
         if not is_course(folder):
             raise CourseNotFound(f"--course {explicit}: not a speclab course folder (it needs solutions/ "
                                  f"and nbgrader_config.py; give the root of the instructor repository)")
         return folder
-    env = os.environ.get(ENV)
+    env = env_course
     if env:
         folder = Path(env).expanduser().resolve()
         if not is_course(folder):

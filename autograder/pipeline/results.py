@@ -15,17 +15,21 @@ student again at its end, alone; a cell whose timing is still unclear then has i
 (`hold_pending`): 0 in the score, the points under the result's `pending` entry and grades.csv's
 pending column, until `--retime` grades it again.
 
-`publish` writes the result file, the only input of the class's merge, once the student's sandbox
-is gone; `grader_version` is the digest under which a result may be reused.
+A student's result is a `GradingResult`, built by `GradingResult.graded` (the student was graded) or
+`GradingResult.failed` (its grader process failed: the short shape, without the graded keys) and written
+as JSON by `to_json`. `publish` writes the result file, the only input of the class's merge, once the
+student's sandbox is gone; `grader_version` is the digest under which a result may be reused.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.checks.timing import UNDECIDED_MARK, TimingFailure
@@ -34,6 +38,66 @@ from autograder.sandbox import no_links
 
 Opinion = tuple[bool, str]  # (passed, why not)
 NOT_REACHED = "not reached"  # how the grader's verdict starts for a cell its harness never got to (judge.py)
+Scores = dict[str, dict[str, float]]  # notebook -> grade id -> points
+
+
+@dataclass
+class GradingResult:
+    """One student's result (results/<student>.json). The fields after `seconds` are None in a failed
+    grading's result, which leaves them out of its JSON; the last three appear once its timed cells were
+    timed (`timed_runs`, `bounds_timing`) or held (`pending`)."""
+
+    student: str
+    lab: str
+    submission_sha256: str  # of what was graded (collect.submission_hash); "" when grading failed
+    scores: Scores
+    score: float  # the sum of scores
+    max_score: float  # the sum of the lab's points
+    problems: list[str]  # notes the student reads on its page
+    seconds: float  # the grading's own time
+    grader_version: str | None = None  # `grader_version`: a result is reused only under the same one
+    sandbox: bool | None = None  # graded in a sandbox (not --unsafe)
+    sandbox_mode: str | None = None  # bubblewrap | uid | none
+    timing: dict[str, dict[str, list[str]]] | None = None  # notebook -> grade id -> notes of an unclear timing
+    figures: dict | None = None  # notebook -> grade id -> {figure: [value, order]} (a leaderboard's)
+    bounds: dict | None = None  # what its control group used (StudentBounds.usage)
+    timed_runs: int | None = None  # how often its timed cells were timed
+    bounds_timing: dict | None = None  # what its control group used while they were
+    pending: Scores | None = None  # the points held for unclear timings (hold_pending)
+
+    # the keys in the order each shape has always been written in
+    GRADED_KEYS = ("student", "lab", "submission_sha256", "scores", "score", "max_score", "problems", "seconds",
+                   "grader_version", "sandbox", "sandbox_mode", "timing", "figures", "bounds", "timed_runs",
+                   "bounds_timing", "pending")
+    FAILED_KEYS = ("student", "lab", "submission_sha256", "seconds", "scores", "score", "max_score", "problems")
+
+    @classmethod
+    def graded(cls, student: str, lab: str, submission_sha256: str, layout: dict, scores: Scores,
+               problems: list[str], seconds: float, grader_version: str, sandbox_mode: str | None, timing: dict,
+               figures: dict, bounds: dict) -> GradingResult:
+        """A graded student's result; layout: notebook -> grade id -> points; sandbox_mode None: --unsafe."""
+        return cls(student, lab, submission_sha256, scores, round(sum(sum(c.values()) for c in scores.values()), 6),
+                   sum(sum(c.values()) for c in layout.values()), problems, seconds, grader_version,
+                   sandbox_mode is not None, sandbox_mode or "none", timing, figures, bounds)
+
+    @classmethod
+    def failed(cls, student: str, lab: str, layout: dict, why: str) -> GradingResult:
+        """The result of a student whose grader process failed: no points, and a note to grade it again."""
+        return cls(student, lab, "", {nb: {g: 0.0 for g in cells} for nb, cells in layout.items()}, 0.0,
+                   sum(sum(c.values()) for c in layout.values()), [f"grading failed ({why}); grade this student again"],
+                   0.0)
+
+    def to_json(self) -> dict:
+        """The result file's object: its shape's keys in their order, None fields left out."""
+        order = self.GRADED_KEYS if self.grader_version is not None else self.FAILED_KEYS
+        return {k: v for k in order if (v := getattr(self, k)) is not None}
+
+    @classmethod
+    def from_json(cls, data: dict) -> GradingResult:
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"not a result file's keys: {sorted(unknown)}")
+        return cls(**data)
 
 
 def lower_of(name: str, nbgrader: dict[str, float], opinions: dict[str, Opinion], judged: set[str],

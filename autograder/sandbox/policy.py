@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .bwrap import Capabilities, Limits, Result, Session, capabilities, give_to, minimal_env, run, student_uid
@@ -60,14 +60,12 @@ class StudentBox:
     caps: Capabilities = field(default=None, compare=False)  # type: ignore[assignment]
     group: object = field(default=None, compare=False)  # the student's bounds.Group, shared by its sandboxes
     clock: object = field(default=None, compare=False)  # makes the clock its time limits count (bwrap.run)
+    stretch: float | None = None  # how far a limit may outlast its length in wall time (bwrap.run; None: the clock's)
 
     def __post_init__(self):
         if self.caps is None:
             caps = Capabilities(None, os.geteuid() == 0) if self.unsafe else capabilities()
             object.__setattr__(self, "caps", caps)
-
-    def with_uid(self, uid: int) -> "StudentBox":
-        return replace(self, uid=uid)
 
     def env(self, scratch: Path) -> dict:
         """A cleared environment for a command whose home is under scratch: nothing of the grader's own
@@ -89,7 +87,7 @@ class StudentBox:
         """One command in the sandbox (scratch: its only writable folder); returns once nothing of it is left."""
         return run(cmd, cwd, scratch, env, timeout_s, self.limits, uid=self.uid, log_path=self._log(scratch, log_name),
                    ro=list(self.mounts), caps=self.caps, unsafe=self.unsafe, shared=list(self.shared), group=self.group,
-                   clock=self.clock)
+                   clock=self.clock, stretch=self.stretch)
 
     def session(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, log_name: str) -> Session:
         """An interactive command in the sandbox (stdin and stdout are pipes to the grader)."""

@@ -65,14 +65,13 @@ def test_no_sandbox_at_all_fails_closed_with_the_student_s_message(tmp_path, mon
     from autograder.export import gradescope
     from autograder.sandbox import bwrap
 
-    monkeypatch.setenv(bwrap.MODE_ENV, "uid")
     monkeypatch.setattr(bwrap.os, "geteuid", lambda: 1000)
     bwrap.capabilities.cache_clear()
     root = tmp_path / "autograder"
     (root / "source" / "course").mkdir(parents=True)
     (root / "source" / "gradescope.json").write_text(json.dumps({"lab": LAB, "visibility": "hidden"}))
     try:
-        data = gradescope.run(root)
+        data = gradescope.run(root, sandbox_mode="uid")  # $SPECLAB_SANDBOX, as `main` reads it
     finally:
         bwrap.capabilities.cache_clear()
     assert data["output"] == gradescope.NOT_GRADED and data["visibility"] == "visible"
@@ -107,12 +106,11 @@ def test_a_container_below_the_memory_grading_needs_writes_a_clear_result_and_gr
     cg = tmp_path / "cgroup"
     cg.mkdir()
     (cg / "memory.max").write_text(str(384 * 2**20))
-    monkeypatch.setenv(gradescope.CGROUP_ENV, str(cg))
     root = tmp_path / "autograder"
     (root / "source").mkdir(parents=True)
     (root / "source" / "gradescope.json").write_text(json.dumps({"lab": LAB, "visibility": "after_published",
                                                                  "needs_mb": gradescope.NEEDS_MB}))
-    data = gradescope.run(root)
+    data = gradescope.run(root, cgroup_root=cg)  # $SPECLAB_CGROUP_ROOT, as `main` reads it
     assert [t["name"] for t in data["tests"]] == [SUBMISSION_CHECK] and data["visibility"] == "visible"
     assert data["tests"][0]["visibility"] == "visible" and data["tests"][0]["max_score"] == 0
     assert "could not start safely" in data["output"] and "instructor has been told" in data["output"]
@@ -120,7 +118,7 @@ def test_a_container_below_the_memory_grading_needs_writes_a_clear_result_and_gr
     out = capsys.readouterr().out
     assert "NOT GRADED" in out and "384 MB" in out and "Advanced Settings" in out
     (cg / "memory.max").write_text(str(2048 * 2**20))
-    assert gradescope.too_small({"needs_mb": gradescope.NEEDS_MB}) is None
+    assert gradescope.too_small({"needs_mb": gradescope.NEEDS_MB}, cg) is None
 
 
 def test_the_pipeline_s_own_limits_end_grading_before_the_timeout_the_zip_asks_for():
@@ -170,15 +168,14 @@ def test_run_autograder_writes_results_json_whatever_ends_the_grader(tmp_path, g
     ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
     ({}, None),
 ])
-def test_the_cpu_limit_is_read_and_below_one_cpu_the_instructor_is_warned(tmp_path, monkeypatch, files, want):
+def test_the_cpu_limit_is_read_and_below_one_cpu_the_instructor_is_warned(tmp_path, files, want):
     from autograder.export import gradescope
 
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    monkeypatch.setenv(gradescope.CGROUP_ENV, str(tmp_path))
-    assert gradescope.cpu_limit() == want
-    warning = gradescope.cpu_warning({"needs_cpus": 1.0}, gradescope.cpu_limit())
+    assert gradescope.cpu_limit(tmp_path) == want
+    warning = gradescope.cpu_warning({"needs_cpus": 1.0}, gradescope.cpu_limit(tmp_path))
     assert (warning is not None) == (want is not None and want < 1), warning
     if warning:
         assert "0.25 CPUs" in warning and "Advanced Settings" in warning and "4x longer" in warning
@@ -204,17 +201,15 @@ def test_the_guide_s_gradescope_section_matches_the_code(tmp_path, monkeypatch, 
     cg = tmp_path / "cgroup"
     cg.mkdir()
     (cg / "memory.max").write_text(str(384 * 2**20))
-    monkeypatch.setenv(gradescope.CGROUP_ENV, str(cg))
     root = tmp_path / "autograder"
     (root / "source" / "course").mkdir(parents=True)
     (root / "source" / "gradescope.json").write_text(json.dumps({"lab": LAB, "visibility": "hidden"}))
-    gradescope.run(root)
+    gradescope.run(root, cgroup_root=cg)
     (cg / "memory.max").write_text("max\n")
-    monkeypatch.setenv(bwrap.MODE_ENV, "uid")
     monkeypatch.setattr(bwrap.os, "geteuid", lambda: 1000)
     bwrap.capabilities.cache_clear()
     try:
-        gradescope.run(root)
+        gradescope.run(root, sandbox_mode="uid", cgroup_root=cg)
     finally:
         bwrap.capabilities.cache_clear()
     seen.append(capsys.readouterr().out)
@@ -229,3 +224,16 @@ def test_the_guide_s_gradescope_section_matches_the_code(tmp_path, monkeypatch, 
                                env={**os.environ, "SPECLAB_GRADESCOPE_ROOT": str(root)}).stdout)
     for message in wanted:
         assert any(message.strip() in out for out in seen), (message, seen)
+
+
+def test_the_container_grades_one_submission_unstretched_and_timed_once(tmp_path):
+    """One submission per container: its limits count wall time (stretch 0: the worst case above holds) and
+    its timed cells are timed once, through the run's Config; the clock's own default, which the sandbox's
+    timers keep, is left as it is."""
+    from autograder.export import gradescope
+    from autograder.inside import clock
+
+    cfg = gradescope._config(tmp_path, LAB, "uid", "/opt/bwrap")
+    assert (cfg.stretch, cfg.timing_attempts) == (0.0, gradescope.TIMING_ONCE)
+    assert (cfg.sandbox_mode, cfg.bwrap) == ("uid", "/opt/bwrap")
+    assert clock.STRETCH == 2.0 and not hasattr(gradescope, "PYTHON_ENV")

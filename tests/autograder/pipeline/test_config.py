@@ -21,10 +21,9 @@ def _course(folder: Path) -> Path:
 def test_the_course_is_found_in_the_documented_order(tmp_path, monkeypatch):
     explicit, env, cwd = _course(tmp_path / "explicit"), _course(tmp_path / "env"), _course(tmp_path / "cwd")
     monkeypatch.setattr(config, "PACKAGE_PARENT", tmp_path / "not-a-course")
-    monkeypatch.setenv(config.ENV, str(env))
-    assert config.find_course(explicit, cwd=cwd) == explicit
-    assert config.find_course(None, cwd=cwd) == env
-    monkeypatch.delenv(config.ENV)
+    assert config.find_course(explicit, cwd=cwd, env_course=str(env)) == explicit
+    assert config.find_course(None, cwd=cwd, env_course=str(env)) == env  # $SPECLAB_COURSE, as the command read it
+    monkeypatch.setenv(config.ENV, str(env))  # read by the command line only
     assert config.find_course(None, cwd=cwd / "sub" / "dir") == cwd  # a parent of the working directory
     with pytest.raises(config.CourseNotFound, match="--course DIR"):
         config.find_course(None, cwd=tmp_path)
@@ -59,3 +58,16 @@ def test_the_graders_nbgrader_gets_private_folders_and_nothing_of_speclabs_own(t
     env = config.nbgrader_env(tmp_path)
     assert "SPECLAB_DEFER_CHECKS" not in env and "JUPYTER_TOKEN" not in env
     assert env["HOME"] == str(tmp_path / "home") and env["OMP_NUM_THREADS"] == "1"
+
+
+def test_a_run_s_settings_are_frozen_and_its_key_is_never_printed(tmp_path):
+    import dataclasses
+
+    from autograder.inside import clock
+
+    cfg = config.Config("lab1", tmp_path, tmp_path / "out", run_key=b"secret key bytes")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.out = tmp_path  # type: ignore[misc]
+    assert "secret key bytes" not in repr(cfg) and "run_key" not in repr(cfg)
+    assert (cfg.stretch, cfg.timing_attempts, cfg.sandbox_mode, cfg.bwrap) == (clock.STRETCH, 2, None, None)
+    assert dataclasses.replace(cfg, stretch=0.0).run_key == b"secret key bytes" and cfg.stretch == clock.STRETCH

@@ -112,21 +112,3 @@ def test_the_disk_filler_stops_at_its_folders_size(graded):
     r = results["filler"]
     assert sum(f"filled its folder's {BOUNDS.disk_mb} MB" in p for p in r["problems"]) == 1, r["problems"]
     assert r["score"] == 5.0  # its code is right; the disk it filled was its own
-
-
-def test_a_student_who_fills_both_its_folders_reads_one_note(tmp_path):
-    """nbgrader's run and the grader's each have a scratch folder of the student's: filling both is one note."""
-    from autograder.pipeline.grade import StudentBounds
-
-    cfg = Config(LAB, tmp_path / "subs", tmp_path / "out", bounds=Bounds(disk_mb=1))
-    bounded = StudentBounds(cfg, [tmp_path / "course", tmp_path / "verdict"])
-    try:
-        assert len(bounded.scratches) == 2
-        for s in bounded.scratches:
-            with pytest.raises(OSError, match="No space left"), open(s.path / "fill", "wb") as f:
-                f.write(b"x" * (2 << 20))
-                f.flush()
-        notes = bounded.notes()
-        assert sum("filled its folder's 1 MB" in n for n in notes) == 1, notes
-    finally:
-        bounded.close()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 
 import pytest
 
@@ -28,8 +29,7 @@ def test_summary_lists_students_in_order_with_their_first_problem(tmp_path):
     assert lines[3].startswith("zoe") and "5/5" in lines[3]
     assert "2 students graded; mean 3.50, min 2, max 5 of 5; 1 with problems" in text
     assert "WITHOUT the sandbox" not in text
-    cfg.unsafe = True
-    assert "WITHOUT the sandbox" in summary(cfg, LAYOUT, [])
+    assert "WITHOUT the sandbox" in summary(dataclasses.replace(cfg, unsafe=True), LAYOUT, [])
 
 
 def test_csv_columns_follow_the_lab_and_rows_the_students(tmp_path, monkeypatch):

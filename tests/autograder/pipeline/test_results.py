@@ -209,3 +209,71 @@ def test_a_timing_that_could_not_run_holds_its_points():
     r = timing_failed(_marked(), "RuntimeError: its grader process did not finish", "RETIME")
     assert r["scores"]["lab"]["speed"] == 0.0 and r["pending"] == {"lab": {"speed": 4.0}}
     assert r["timing"]["lab"]["speed"] == ["the timing could not run (RuntimeError: its grader process did not finish)"]
+
+
+# Today's two shapes of a result file, key for key in the order grade_untimed and the class run's failed
+# grading have always built them (the file itself is written with its keys sorted: save_result)
+LAYOUT = {"lab1": {"test_a": 2.0, "test_b": 3.0}}
+GRADED = {"student": "ada", "lab": "lab1", "submission_sha256": "5f" * 32,
+          "scores": {"lab1": {"test_a": 2.0, "test_b": 0.0}}, "score": 2.0, "max_score": 5.0,
+          "problems": ["lab1.ipynb test_b: expected 3, got 4"], "seconds": 41.7, "grader_version": "0123456789abcdef",
+          "sandbox": True, "sandbox_mode": "bubblewrap", "timing": {"lab1": {"test_b": ["no clear verdict"]}},
+          "figures": {}, "bounds": {"peak_mb": 310, "oom_kills": 0, "cpu_s": 12.5, "forks_refused": 0,
+                                    "memory_bound_mb": 4096}}
+FAILED = {"student": "bob", "lab": "lab1", "submission_sha256": "", "seconds": 0.0,
+          "scores": {"lab1": {"test_a": 0.0, "test_b": 0.0}}, "score": 0.0, "max_score": 5.0,
+          "problems": ["grading failed (RuntimeError: boom); grade this student again"]}
+FAILED_FILE = """{
+ "lab": "lab1",
+ "max_score": 5.0,
+ "problems": [
+  "grading failed (RuntimeError: boom); grade this student again"
+ ],
+ "score": 0.0,
+ "scores": {
+  "lab1": {
+   "test_a": 0.0,
+   "test_b": 0.0
+  }
+ },
+ "seconds": 0.0,
+ "student": "bob",
+ "submission_sha256": ""
+}"""
+TIMED = {**GRADED, "timed_runs": 2, "bounds_timing": {"peak_mb": 200}, "pending": {"lab1": {"test_b": 3.0}}}
+
+
+def test_a_result_is_built_in_today_s_two_shapes():
+    from autograder.pipeline.results import GradingResult
+
+    graded = GradingResult.graded("ada", "lab1", "5f" * 32, LAYOUT, GRADED["scores"], GRADED["problems"], 41.7,
+                                  "0123456789abcdef", "bubblewrap", GRADED["timing"], {}, GRADED["bounds"])
+    assert list(graded.to_json().items()) == list(GRADED.items())
+    failed = GradingResult.failed("bob", "lab1", LAYOUT, "RuntimeError: boom")
+    assert list(failed.to_json().items()) == list(FAILED.items())
+    unsafe = GradingResult.graded("ada", "lab1", "", LAYOUT, GRADED["scores"], [], 1.0, "v", None, {}, {}, {})
+    assert (unsafe.sandbox, unsafe.sandbox_mode) == (False, "none")  # --unsafe
+
+
+@pytest.mark.parametrize("shape", [GRADED, FAILED, TIMED], ids=["graded", "failed", "timed"])
+def test_a_result_round_trips_byte_for_byte(tmp_path, shape):
+    """to_json(from_json(d)) has d's keys in d's order, and its file is d's file, byte for byte, whether d
+    is built in memory or read back from its (key-sorted) file."""
+    from autograder.pipeline.results import GradingResult, load_result, save_result
+
+    save_result(tmp_path / "today", "s", shape)
+    today = (tmp_path / "today" / "results" / "s.json").read_bytes()
+    for d in (shape, load_result(tmp_path / "today", "s")):
+        back = GradingResult.from_json(d).to_json()
+        assert list(back.items()) == list(shape.items())
+        save_result(tmp_path / "back", "s", back)
+        assert (tmp_path / "back" / "results" / "s.json").read_bytes() == today
+    if shape is FAILED:
+        assert today.decode() == FAILED_FILE
+
+
+def test_a_result_with_a_key_of_no_known_shape_is_refused():
+    from autograder.pipeline.results import GradingResult
+
+    with pytest.raises(ValueError, match="wrong_key"):
+        GradingResult.from_json({**FAILED, "wrong_key": 1})

