@@ -28,6 +28,7 @@ import resource
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -152,26 +153,24 @@ def main(argv: list[str] | None = None) -> int:
                          "`grade` does, and print the class's wall time divided by N")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="with --class-size (default: one per core)")
     a = ap.parse_args(argv)
-    course = find_course(a.course)
+    course = find_course(a.course, env_course=os.environ.get("SPECLAB_COURSE"))
     out = (a.out or Path("/tmp") / f"speclab-timing-{a.lab}-{os.getpid()}").resolve()
     if a.class_size:
         return whole_class(a.lab, a.submissions.resolve(), out, course, a.class_size, a.workers)
     cfg = Config(a.lab, a.submissions.resolve(), out, course, workers=1, force=True)
     out.mkdir(parents=True, exist_ok=True)
-    original = policy.run  # what every StudentBox runs its commands with
     phases: list[tuple[str, float, float]] = []
 
-    def timed(cmd, *args, **kwargs):
+    @contextmanager
+    def timed(cmd):
         t0, c0 = time.perf_counter(), cpu_seconds()
-        result = original(cmd, *args, **kwargs)
+        yield
         joined = " ".join(map(str, cmd))
         name = ("re-check" if "autograder.inside.recheck" in joined else "nbgrader autograde" if "autograde" in joined
                 else Path(str(cmd[0])).name)
         phases.append((name, time.perf_counter() - t0, cpu_seconds() - c0))
-        return result
 
-    policy.run = timed
-    try:
+    with policy.around_each_command(timed):
         t0, c0 = time.perf_counter(), cpu_seconds()
         layout = build_template(cfg)
         print(f"template (once per class): wall {time.perf_counter() - t0:.1f} s, cpu {cpu_seconds() - c0:.1f} s")
@@ -192,8 +191,6 @@ def main(argv: list[str] | None = None) -> int:
         for student, runs in totals.items():
             print(f"{student}: median of {len(runs)} run(s): wall {statistics.median(w for w, _ in runs):.1f} s, "
                   f"cpu {statistics.median(c for _, c in runs):.1f} s")
-    finally:
-        policy.run = original
     return 0
 
 

@@ -74,7 +74,7 @@ def busy_loops(n: int, seconds: float = 3600):
 def grade(decoder: str, timeout_s: float = GRADE_TIMEOUT_S) -> dict:
     """One grading of `decoder` ("reference" or a mutant's name): its speed-up check in a fresh interpreter,
     timed again while unclear, up to the class run's TIMING_ATTEMPTS; `attempts` says how many ran."""
-    from autograder.pipeline.grade import TIMING_ATTEMPTS
+    from autograder.pipeline.config import TIMING_ATTEMPTS
 
     t0 = time.monotonic()
     for attempt in range(1, TIMING_ATTEMPTS + 1):

@@ -42,7 +42,7 @@ from autograder.sandbox.student import StudentBounds
 
 from . import judge, nbgrader, results
 from .collect import check_notebooks, submission_hash
-from .config import TIMING_ATTEMPTS, Config, retime_command  # noqa: F401 - TIMING_ATTEMPTS: audit/timing_load.py
+from .config import Config, retime_command
 from .normalise import normalise
 
 

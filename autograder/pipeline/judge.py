@@ -33,7 +33,7 @@ from pathlib import Path
 
 from autograder.checks import HIDDEN_BEGIN, HIDDEN_END
 from autograder.inside import launch
-from autograder.inside.clock import LOOK_S, Limit, OwnClock, own_threads, tasks_of, wall_clock
+from autograder.inside.clock import LOOK_S, STRETCH, Limit, OwnClock, own_threads, tasks_of, wall_clock
 from autograder.inside.recheck import capped
 from autograder.inside.wire import CACHE_BYTES, MAX_LINE, Unportable, decode, encode, move_globals, set_rng
 from autograder.sandbox import no_links, scratch_path
@@ -57,11 +57,14 @@ class HarnessGone(BaseException):
 class Harness:
     """The grader's end of a harness running in a sandbox (a started sandbox.Session)."""
 
-    def __init__(self, session, refs: dict, limit_s: float = float("inf"), clock: OwnClock | None = None):
-        """limit_s: the notebook's limit, counted by clock (default: wall time) from now."""
+    def __init__(self, session, refs: dict, limit_s: float = float("inf"), clock: OwnClock | None = None,
+                 stretch: float | None = None):
+        """limit_s: the notebook's limit, counted by clock (default: wall time) from now; stretch: how far each
+        limit may outlast its length in wall time (Config.stretch; None: the clock's own)."""
+        self.stretch = STRETCH if stretch is None else stretch
         self.session, self.refs, self.next_id = session, refs, 0
         self.clock = clock or wall_clock()
-        self.limit = self.clock.limit(limit_s)
+        self.limit = self.clock.limit(limit_s, self.stretch)
         self.buf = b""
         self.sent: dict[int, tuple[object, str]] = {}  # large arrays the harness already holds
 
@@ -120,7 +123,7 @@ class Harness:
 
     def wait_at(self, timeout_s: float) -> str | None:
         """The grade id of the next graded cell the notebook reached (None: the end)."""
-        msg = self._read(self.clock.limit(timeout_s))
+        msg = self._read(self.clock.limit(timeout_s, self.stretch))
         if "at" not in msg:
             raise HarnessGone("an answer out of turn")
         return msg["at"]
@@ -135,7 +138,7 @@ class Harness:
         req["id"] = self.next_id
         with SECTIONS.released():  # the student's code runs now, not the grader's: other checks may go on
             self._send(req)
-            msg = self._read(self.clock.limit(timeout_s + 10))
+            msg = self._read(self.clock.limit(timeout_s + 10, self.stretch))
         if msg.get("id") != self.next_id:
             raise HarnessGone("an answer out of turn")
         return msg
@@ -377,7 +380,8 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
     cmd = launch(box.code_root, "autograder.inside.harness", "serve", copy, "--cell-timeout", int(cell_timeout_s),
                  *(["--grading-switch"] if switch else []))
     session = box.session(cmd, work, scratch, box.env(scratch), "verdict.log")
-    harness = Harness(session, {}, notebook_timeout_s, own_clock(getattr(box, "group", None)))
+    harness = Harness(session, {}, notebook_timeout_s, own_clock(getattr(box, "group", None)),
+                      getattr(box, "stretch", None))
     gone = "the notebook ended before it"
     try:
         while (gid := harness.wait_at(notebook_timeout_s)) is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,14 +86,31 @@ class StudentBox:
 
     def run(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, timeout_s: float, log_name: str) -> Result:
         """One command in the sandbox (scratch: its only writable folder); returns once nothing of it is left."""
-        return run(cmd, cwd, scratch, env, timeout_s, self.limits, uid=self.uid, log_path=self._log(scratch, log_name),
-                   ro=list(self.mounts), caps=self.caps, unsafe=self.unsafe, shared=list(self.shared), group=self.group,
-                   clock=self.clock, stretch=self.stretch)
+        with ExitStack() as around:
+            for wrap in _AROUND:
+                around.enter_context(wrap(cmd))
+            return run(cmd, cwd, scratch, env, timeout_s, self.limits, uid=self.uid,
+                       log_path=self._log(scratch, log_name), ro=list(self.mounts), caps=self.caps, unsafe=self.unsafe,
+                       shared=list(self.shared), group=self.group, clock=self.clock, stretch=self.stretch)
 
     def session(self, cmd: list[str], cwd: Path, scratch: Path, env: dict, log_name: str) -> Session:
         """An interactive command in the sandbox (stdin and stdout are pipes to the grader)."""
         return Session(cmd, cwd, scratch, env, self.limits, self.uid, self._log(scratch, log_name), list(self.mounts),
                        self.caps, unsafe=self.unsafe, shared=list(self.shared), group=self.group)
+
+
+_AROUND: list = []  # what wraps every command a StudentBox runs (`around_each_command`)
+
+
+@contextmanager
+def around_each_command(wrap):
+    """Within the block, every command a StudentBox runs runs inside `wrap(cmd)` (a context manager): how
+    the cost audit (autograder/audit/cost.py) times each phase of a grading."""
+    _AROUND.append(wrap)
+    try:
+        yield
+    finally:
+        _AROUND.remove(wrap)
 
 
 # What of a course no student's uid may read in uid mode (bubblewrap mode never mounts them)
