@@ -85,11 +85,8 @@ def grade_untimed(cfg: Config, layout: dict, student: str, folder: Path, slot: i
     write and return its result. key: the run's hidden-input key (Config.run_key)."""
     root = cfg.out / "work" / student
     verdict_scratch = cfg.out / "work" / ".verdict" / student  # beside the course folder, not in it
-    bounded = StudentBounds(cfg.bounds, cfg.unsafe, [root, verdict_scratch])
-    try:
+    with StudentBounds(cfg.bounds, cfg.unsafe, [root, verdict_scratch]) as bounded:
         return _grade_untimed(cfg, layout, student, folder, slot, key, bounded)
-    finally:
-        bounded.close()
 
 
 def _grade_untimed(cfg: Config, layout: dict, student: str, folder: Path, slot: int, run_key: bytes,
@@ -104,11 +101,11 @@ def _grade_untimed(cfg: Config, layout: dict, student: str, folder: Path, slot: 
         res, verdicts, db_ok = g.side_by_side(usable)
         for name in usable:
             g.second_opinion(name, res, verdicts.get(name), db_ok)
-    bounded.stop()  # nothing of the student runs any more
-    g.problems += bounded.notes()
+    notes, usage = bounded.finish()  # nothing of the student runs any more
+    g.problems += notes
     result = results.GradingResult.graded(
         student, cfg.lab, submission_hash(folder), layout, g.scores, g.problems, round(time.perf_counter() - t0, 1),
-        version, None if cfg.unsafe else g.box.caps.mode, g.undecided, g.figures, bounded.usage()).to_json()
+        version, None if cfg.unsafe else g.box.caps.mode, g.undecided, g.figures, usage).to_json()
     results.publish(cfg.out, cfg.lab, g.root, student, result, g.verdict_scratch)
     return result
 
@@ -269,18 +266,18 @@ def time_student(cfg: Config, layout: dict, student: str, folder: Path, slot: in
         return result
     t0 = time.perf_counter()
     verdict_scratch = out / "work" / ".verdict" / student
-    bounded = StudentBounds(cfg.bounds, cfg.unsafe, [verdict_scratch])
     try:
-        judged_all = _time_cells(cfg, layout, student, folder, slot, hidden.student_key(key, student), todo, bounded)
-        bounded.stop()
+        with StudentBounds(cfg.bounds, cfg.unsafe, [verdict_scratch]) as bounded:
+            judged_all = _time_cells(cfg, layout, student, folder, slot, hidden.student_key(key, student), todo,
+                                     bounded)
+            notes, usage = bounded.finish()
         timed = results.GradingResult.from_json(
             results.timed(result, todo, judged_all, retime or retime_command(cfg, student)))
-        result = replace(timed, problems=timed.problems + [n for n in bounded.notes() if n not in timed.problems],
+        result = replace(timed, problems=timed.problems + [n for n in notes if n not in timed.problems],
                          seconds=round(timed.seconds + time.perf_counter() - t0, 1),
                          timed_runs=(timed.timed_runs or 0) + 1,  # how often its timed cells were timed
-                         bounds_timing=bounded.usage()).to_json()
+                         bounds_timing=usage).to_json()
     finally:
-        bounded.close()
         shutil.rmtree(verdict_scratch, ignore_errors=True)
     results.save_result(out, student, result)
     return result

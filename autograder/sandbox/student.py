@@ -72,6 +72,17 @@ class StudentBounds:
         if self.group is not None:
             self.group.kill()
 
+    def finish(self) -> tuple[list[str], dict]:
+        """Kill every process of the student that is left; (what it went over, in words, its usage)."""
+        self.stop()
+        return self.notes(), self.usage()
+
+    def __enter__(self) -> "StudentBounds":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
         if hasattr(self, "_done"):
             self._done.set()
