@@ -285,8 +285,8 @@ def main(argv: list[str] | None = None) -> None:
     if device.type == "cuda":
         if not torch.cuda.is_available():
             ap.error(f"--device {args.device}: this torch build sees no CUDA device")
-        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 parts of an autocast step (AdamW, norms) may use TF32
-        torch.backends.cudnn.allow_tf32 = True
+        # fp32 parts of an autocast step (AdamW, norms) may use TF32 matmuls (cuDNN's convolutions do by default)
+        torch.set_float32_matmul_precision("high")
     amp = args.amp
     if amp == "auto":
         amp = "bf16" if (args.pair == "gpu" and device.type == "cuda") else "none"

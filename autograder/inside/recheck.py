@@ -26,6 +26,7 @@ import builtins
 import json
 import os
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 
 PROTECTED = ("numpy", "scipy", "torch", "autograder", "json")
 # Characters of a failure message that travel on to the feedback: a check's message, however long,
@@ -78,6 +79,7 @@ def main(argv: list[str]) -> int:
     ns: dict = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": lambda: Shell(),
                 "display": print}
     devnull = open(os.devnull, "w")
+    quiet_out, quiet_err = redirect_stdout, redirect_stderr  # held before the student's code runs, as write is
     for c in cells:
         if left is not None and not left:
             break  # every cell asked for has its result
@@ -87,10 +89,9 @@ def main(argv: list[str]) -> int:
             left.discard(meta.get("grade_id"))
         if graded:
             restore(snap)
-        sys.stdout = sys.stderr = devnull
         error = None
         try:
-            with cell_timer(timeout):
+            with cell_timer(timeout), quiet_out(devnull), quiet_err(devnull):  # the cells' output is not kept
                 exec(compile(transform("".join(c.get("source", ""))), "<cell>", "exec"), ns)  # noqa: S102
         except CellTimeout:
             error = f"CellTimeout: no result within {timeout} s"
