@@ -1,7 +1,7 @@
 """How Lab 2's rollback check watches a decoder (autograder.checks.lab2.check_rollback): the caches it hands
 `on_step` against a fresh prefill, and the forwards it makes, counted on the course's own models.
 
-Judged inside the notebook (check_rollback.in_grader = False), where the models are the objects the
+Judged inside the notebook (its CellSpec says in_grader=False), where the models are the objects the
 student's code calls. Notation: see the `speclab` package docstring.
 """
 from __future__ import annotations

@@ -4,8 +4,8 @@ Notation: see the `speclab` package docstring.
 
 A timed check compares a student's code with a baseline timed alongside it. Three rules:
 
-1. **One student timed at a time.** The grading pipeline judges timed cells (checks that declare
-   ``timed = True``) after every student's untimed checks, one student at a time, in a grader process of
+1. **One student timed at a time.** The grading pipeline judges timed cells (whose CellSpec says
+   ``timed=True``) after every student's untimed checks, one student at a time, in a grader process of
    that student's own (autograder/pipeline/grade.py, ``time_student``): no other student's process exists
    while a timed section runs, and the student's own sandbox is frozen while a baseline is timed
    (``pausing``/``student_paused``). Within a process a timed section runs with no other check beside it
