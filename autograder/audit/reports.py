@@ -33,6 +33,7 @@ TESTS = ROOT / "tests" / "audit"
 COMMON = ("autograder/__init__.py", "autograder/pipeline", "autograder/inside",
           "autograder/sandbox", "autograder/checks/__init__.py", "autograder/checks/alone.py",
           "autograder/checks/calls.py", "autograder/checks/hidden.py", "autograder/checks/independence.py",
+          "autograder/checks/models.py",
           "autograder/checks/stats.py", "autograder/checks/timing.py", "autograder/authoring",
           "autograder/audit/mutants/__init__.py", "speclab", "nbgrader_config.py", "pyproject.toml",
           # the tests' helpers an audit runs on (the suite's own scheduling, tests/support/xdist_groups.py, is not one)
