@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not ks or min(ks) < 1:
         ap.error(f"draft lengths must be >= 1, got {args.ks}")
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")  # TF32 matmuls, as the training run allows them
     command = "python -m benchmarks.gpu.report " + " ".join(sys.argv[1:] if argv is None else argv)
     slug = device_slug(_device_label(device))
     out = None
