@@ -45,7 +45,8 @@ SKIP = re.compile(r"(__pycache__|\.pyc$|\.ipynb_checkpoints|(^|/)\.)")
 
 def lab_inputs(lab: str) -> tuple[str, ...]:
     """A lab's own files: its checks, its catalog of wrong solutions, its source and its notebooks."""
-    return (f"autograder/checks/{lab}.py", f"autograder/checks/{lab}_", f"autograder/audit/mutants/{lab}",
+    # the catalog is mutants/<lab>.py; mutants/<lab>_power.json and <lab>_visible.json are what audits write
+    return (f"autograder/checks/{lab}.py", f"autograder/checks/{lab}_", f"autograder/audit/mutants/{lab}.py",
             f"solutions/{lab}", f"labs/{lab}")
 
 

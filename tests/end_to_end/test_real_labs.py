@@ -42,7 +42,7 @@ def cells(lab: str) -> list:
 
 
 def timed_cells(lab: str) -> set[str]:
-    return {c.grade_id for c in cells(lab) if getattr(c.check, "timed", False)}
+    return {c.grade_id for c in cells(lab) if c.timed}
 
 
 @pytest.fixture(scope="module", params=LABS)
