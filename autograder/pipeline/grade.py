@@ -123,6 +123,7 @@ class _Untimed:
     specs: dict  # grade id -> judge.CellCheck of the cells the verdict can judge
     deferred: dict  # the cells whose checks nbgrader's run leaves to the verdict
     timed: set[str]  # judged by time_student, alone (only a deferred cell can wait)
+    bounded: StudentBounds  # its control group and scratch folders (sampled before the verdict clears its own)
     pristine: dict[str, str] = field(default_factory=dict)  # the normalised notebooks, out of the students' reach
     problems: list[str] = field(default_factory=list)
     scores: dict = field(default_factory=dict)  # notebook -> grade id -> points
@@ -136,7 +137,8 @@ class _Untimed:
         specs = judge.cell_specs(cfg.out / "template" / "gradebook.db", cfg.lab)
         deferred = judge.deferred_checks(specs) if cfg.recheck else {}
         return cls(cfg, layout, student, box, verdict_box, hidden.student_key(run_key, student), specs, deferred,
-                   judge.timed_cells(deferred), scores={nb: {g: 0.0 for g in cells} for nb, cells in layout.items()})
+                   judge.timed_cells(deferred), bounded,
+                   scores={nb: {g: 0.0 for g in cells} for nb, cells in layout.items()})
 
     @property
     def root(self) -> Path:
@@ -172,7 +174,7 @@ class _Untimed:
         limits = self.cfg.limits
         return judge.judge(self.verdict_box, self.verdict_scratch, name, self.pristine[name],
                            set(self.layout[name]) - self.timed, self.specs, self.cell_timeout,
-                           limits.notebook_timeout_s, key=self.key)
+                           limits.notebook_timeout_s, key=self.key, before_clearing=self.bounded.sample)
 
     def side_by_side(self, usable: dict[str, Path]) -> tuple:
         """2. nbgrader and the grader's own verdict side by side: they share nothing (the verdict has a
@@ -307,6 +309,7 @@ def _time_cells(cfg: Config, layout: dict, student: str, folder: Path, slot: int
                 bounds_.first_in_line(bounded.group):
             judged, _, timings, measured = judge.judge(
                 verdict_box, verdict_scratch, name, json.dumps(fixed, indent=1), set(cells), specs,
-                limits.cell_timeout_s or lab_timeout(lab), limits.notebook_timeout_s, key=key)
+                limits.cell_timeout_s or lab_timeout(lab), limits.notebook_timeout_s, key=key,
+                before_clearing=bounded.sample)
         judged_all[name] = (judged, timings, measured)
     return judged_all

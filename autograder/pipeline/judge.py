@@ -28,6 +28,7 @@ import re
 import select
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -351,15 +352,17 @@ def timed_cells(specs: dict[str, CellCheck]) -> set[str]:
 
 
 def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: dict[str, CellCheck],
-          cell_timeout_s: float, notebook_timeout_s: float,
-          key: bytes | None = None) -> tuple[dict[str, tuple[bool, str]], set[str], dict[str, list[str]], dict]:
+          cell_timeout_s: float, notebook_timeout_s: float, key: bytes | None = None,
+          before_clearing: Callable[[], None] | None = None
+          ) -> tuple[dict[str, tuple[bool, str]], set[str], dict[str, list[str]], dict]:
     """The grader's own verdict on one notebook: (grade id -> (passed, error) for the cells judged here,
     the set of the notebook's graded cells it could not judge, grade id -> the timing notes of a cell
     whose timed check could not decide, grade id -> {figure: [value, order]} that a passed timed check
     measured, for a leaderboard). box: the student's verdict sandbox
     (autograder.sandbox.StudentBox); scratch: its folder, outside the student's course folder, so the
     notebook nbgrader runs at the same time can neither read nor replace it. key: the student's hidden-input
-    key of this run (run_check)."""
+    key of this run (run_check). before_clearing: called once the notebook's process is gone and before its
+    scratch is emptied (StudentBounds.sample, so that a scratch it filled is seen however fast)."""
     from autograder.checks import timing
 
     judged: dict[str, tuple[bool, str]] = {}
@@ -401,6 +404,8 @@ def judge(box, scratch: Path, name: str, notebook: str, cells: set[str], specs: 
         gone = f"the notebook's process stopped answering: {err}"
     finally:
         session.close()
+        if before_clearing is not None:
+            before_clearing()
         shutil.rmtree(scratch, ignore_errors=True)
     for gid in (cells & set(specs)) - set(judged) - unportable:
         judged[gid] = (False, f"{NOT_REACHED} ({gone})")

@@ -1,9 +1,11 @@
 """One student's bounds for one grading phase: its control group and its size-capped scratch folders.
 
 `StudentBounds` makes them where the machine allows (bounds.available(): root, control groups writable,
-tmpfs mountable), watches how full each scratch folder got, says in the student's words what it went
-over (`notes`), and undoes both (`close`). The pipeline makes one per phase of a student (the untimed
-checks, then the timed ones) from the run's `Bounds` and its `unsafe` switch, never from its Config: the
+tmpfs mountable), records how full each scratch folder got, says in the student's words what it went
+over (`notes`), and undoes both (`close`). How full a folder got is sampled by a watcher thread, and by
+`sample()`, which whoever clears a scratch calls first: nbgrader may also delete what filled it between
+two of the watcher's samples, so the watcher alone would miss a fill by chance. The pipeline makes one
+per phase of a student (the untimed checks, then the timed ones) from the run's `Bounds` and its `unsafe` switch, never from its Config: the
 sandbox imports nothing of the project.
 """
 from __future__ import annotations
@@ -39,11 +41,15 @@ class StudentBounds:
 
     def _watch(self) -> None:
         while not self._done.wait(0.25):
-            for i, s in enumerate(self.scratches):
-                try:
-                    self.peak_mb[i] = max(self.peak_mb[i], s.used_mb())
-                except OSError:
-                    pass
+            self.sample()
+
+    def sample(self) -> None:
+        """Record how full each scratch folder is now: call it before clearing one."""
+        for i, s in enumerate(self.scratches):
+            try:
+                self.peak_mb[i] = max(self.peak_mb[i], s.used_mb())
+            except OSError:
+                pass
 
     def notes(self) -> list[str]:
         """What the student went over, in words it reads on its page."""

@@ -118,3 +118,23 @@ def student(release: nbformat.NotebookNode, solution: str | None = SOLUTION, bef
     cells += [new_code_cell(s) for s in end]
     nb.cells = cells
     return nb
+
+
+def write_variants(subs: Path, release: nbformat.NotebookNode, variants: dict) -> None:
+    """One student folder per variant of the tiny lab under subs: variants maps a student to (what it
+    handed in, ...), where what it handed in is a notebook, raw bytes, None (no notebook at all),
+    "renamed" (the notebook under another name) or "extra" (the notebook and another one beside it)."""
+    for name, (nb, *_) in variants.items():
+        d = subs / name / LAB
+        d.mkdir(parents=True)
+        if isinstance(nb, bytes):
+            (d / f"{LAB}.ipynb").write_bytes(nb)
+        elif nb is None:
+            (d / "README.txt").write_text("forgot the notebook")
+        elif nb == "renamed":
+            nbformat.write(student(release), d / f"{LAB} (1).ipynb")
+        elif nb == "extra":
+            nbformat.write(student(release), d / f"{LAB}.ipynb")
+            nbformat.write(release, d / "scratch.ipynb")
+        else:
+            nbformat.write(nb, d / f"{LAB}.ipynb")

@@ -109,20 +109,7 @@ def graded(tmp_path_factory):
     build_template(cfg)
     rel = nbformat.read(cfg.out / "template" / "labs" / F.LAB / f"{F.LAB}.ipynb", as_version=4)
     variants = _variants(rel)
-    for name, (nb, _, _) in variants.items():
-        d = subs / name / F.LAB
-        d.mkdir(parents=True)
-        if isinstance(nb, bytes):
-            (d / "tiny.ipynb").write_bytes(nb)
-        elif nb is None:
-            (d / "README.txt").write_text("forgot the notebook")
-        elif nb == "renamed":
-            nbformat.write(F.student(rel), d / "tiny (1).ipynb")
-        elif nb == "extra":
-            nbformat.write(F.student(rel), d / "tiny.ipynb")
-            nbformat.write(rel, d / "scratch.ipynb")
-        else:
-            nbformat.write(nb, d / "tiny.ipynb")
+    F.write_variants(subs, rel, variants)
     results = {r["student"]: r for r in grade_class(cfg, progress=False)}
     return cfg, variants, results
 
