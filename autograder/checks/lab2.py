@@ -16,8 +16,10 @@ its tokens checked; alternating copies for the bandwidth.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
+import time
 from typing import Callable
 
 import numpy as np
@@ -95,7 +97,11 @@ R_BYTES = Rule("bytes", "`decode_bytes(cfg, context_len)` returns the exact numb
                "K and V written.")
 R_BANDWIDTH = Rule("bandwidth", "`copy_bandwidth(n_bytes)` returns bytes per second of a device copy of "
                    "`n_bytes`, within a factor of 3 of the grader's own copy measurement. It is measured "
-                   "interleaved with the course's copy: 5 calls of each, in turn, and the medians are compared.")
+                   "interleaved with the course's copy: 5 calls of each, in turn, and the medians are compared. "
+                   "Each call must copy `n_bytes` itself: a call that returns B must work at least n_bytes / B "
+                   "seconds (half the read and write of one copy at that speed), as the grader counts it: on a "
+                   "CPU the CPU time of your processes, which the kernel counts, on a GPU the call's wall time. "
+                   "A constant, a value kept from an earlier call, or one computed without copying fails.")
 
 
 _PAIR = {}
@@ -376,33 +382,50 @@ def check_decode_bytes(decode_bytes: Callable) -> None:
 
 BANDWIDTH_CALLS = 5  # calls of each side, in turn
 BANDWIDTH_FACTOR = 3.0  # the student's median within this factor of ours, either way
+BANDWIDTH_BYTES = 64 * 2**20  # the copy each call measures
 
 
 def check_bandwidth(copy_bandwidth: Callable) -> None:
     """copy_bandwidth is within a factor of BANDWIDTH_FACTOR of the course's own copy measurement: under the
     graders' lock, BANDWIDTH_CALLS calls of each side in turn (ours first, the student's sandbox paused
     while ours runs), then the median of the student's values against the median of ours. Interleaving
-    keeps a slow-down of the machine from hitting one side only."""
+    keeps a slow-down of the machine from hitting one side only.
+
+    And each call measured a copy it made: a call that returns B worked at least n_bytes / B seconds, half
+    the read and write of one copy at B, as counted by `timing.student_seconds` (on a CPU the CPU time of the
+    student's processes, which the kernel counts and no code of the student's can set; on a GPU, where the
+    copy is the device's work, the call's wall time). An honest call makes at least one copy and works at least
+    2 n_bytes / B; a constant, a value kept from an earlier call or a figure computed without copying returns
+    in microseconds."""
     from speclab.measure import copy_bandwidth as course_copy
 
     from . import timing
 
-    n_bytes = 64 * 2**20
+    n_bytes = BANDWIDTH_BYTES
+    on_cpu = device().type == "cpu"
     paused = timing.student_paused(set())
-    ours, theirs = [], []
+    ours, theirs, worked = [], [], []
     with under(R_BANDWIDTH):
         with timing.timing_lock():
             for _ in range(BANDWIDTH_CALLS):
                 with paused("course copy"):
                     ours.append(course_copy(n_bytes, device=device()).bytes_per_s)
+                t0, c0 = time.perf_counter(), timing.student_seconds()
                 theirs.append(float(copy_bandwidth(n_bytes)))
+                worked.append(timing.student_seconds() - c0 if on_cpu else time.perf_counter() - t0)
         mine, yours = speedtest.median(ours), speedtest.median(theirs)
         assert mine / BANDWIDTH_FACTOR <= yours <= BANDWIDTH_FACTOR * mine, (
             f"copy_bandwidth({n_bytes}): expected within a factor of {BANDWIDTH_FACTOR:g} of torch's own copy "
             f"measured in turn with yours ({mine / 1e9:.2f} GB/s, median of {BANDWIDTH_CALLS}), got a median of "
             f"{yours / 1e9:.2f} GB/s over {BANDWIDTH_CALLS} calls")
-
-
+        for i, (value, spent) in enumerate(zip(theirs, worked), 1):
+            need = n_bytes / value if value > 0 else math.inf
+            what = "CPU time" if on_cpu else "wall time"
+            assert spent >= need, (
+                f"copy_bandwidth({n_bytes}), call {i} of {BANDWIDTH_CALLS}: it returned {value / 1e9:.2f} GB/s, so "
+                f"one copy of {n_bytes} bytes at that speed takes {2 * need * 1e3:.2f} ms (read and write), but the "
+                f"call worked only {spent * 1e3:.2f} ms of {what}, less than half of that: each call must copy "
+                f"n_bytes itself (not return a constant or a value kept from an earlier call)")
 
 
 # ------------------------------------------------------------------------------ registry

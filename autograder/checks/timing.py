@@ -146,6 +146,31 @@ def student_paused(student_labels) -> Callable[[str], object]:
     return around
 
 
+# How long the student's code worked, as a clock the student's code cannot set: set by the pipeline around the
+# timed checks it runs (`student_clock`) to the CPU time of the student's control group, as the kernel counts it
+# (or the wall clock where it has none). Outside the pipeline (a notebook, a test calling a check) the student's
+# code runs in this very process, and the process's own CPU time counts.
+_CLOCK: contextvars.ContextVar[Callable[[], float] | None] = contextvars.ContextVar("speclab_student_clock",
+                                                                                     default=None)
+
+
+@contextmanager
+def student_clock(read: Callable[[], float]):
+    """While inside, `student_seconds()` reads `read()`: seconds of the student's work so far."""
+    token = _CLOCK.set(read)
+    try:
+        yield
+    finally:
+        _CLOCK.reset(token)
+
+
+def student_seconds() -> float:
+    """Seconds the student's code has worked so far (only differences mean anything): the pipeline's reader
+    (its control group's CPU time), else this process's CPU time (the student's code runs here)."""
+    read = _CLOCK.get()
+    return float(read()) if read is not None else time.process_time()
+
+
 @contextmanager
 def timing_lock(wait_s: float = LOCK_WAIT_S):
     """Time alone: no other check of this process runs (autograder/checks/alone.py), and no

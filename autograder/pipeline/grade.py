@@ -11,8 +11,8 @@ scratch). Grading is in two phases.
    nbgrader and the clean re-run, one under another uid for the grader's verdict;
 3. `nbgrader autograde` (nbgrader.py) and the grader's own verdict (judge.py) run side by side;
 4. each test cell keeps the lower of nbgrader's score and its second opinion (results.py); a timed
-   cell keeps its points for now and is marked to be timed (results.TIMED_LATER), and the result
-   file is published once nothing of the student runs any more.
+   cell keeps its points for now and is marked to be timed (results.TIMED_LATER), also in a notebook
+   nbgrader could not finish, and the result file is published once nothing of the student runs any more.
 `time_student` then judges the timed cells alone: in a class run, after every student's untimed
 checks are over, one student at a time, so no other student's process exists while it is timed, and
 the student's own sandbox is frozen while the grader times its baseline (autograder.checks.timing
@@ -229,15 +229,21 @@ class _Untimed:
                              self.cfg.limits.notebook_timeout_s)
 
     def gave_up(self, name: str, res, judged: dict, unjudged: set[str]) -> None:
-        """nbgrader gave up on the notebook (the kernel died): what passed its second opinion before that counts."""
+        """nbgrader gave up on the notebook (the kernel died): what passed its second opinion before that counts,
+        and its timed cells are timed like anyone's (a timed cell is never 0 for want of a timing)."""
         lab, student = self.cfg.lab, self.student
         scratch_path(self.root, "autograded", student, lab).mkdir(parents=True, exist_ok=True)
         scratch_path(self.root, "autograded", student, lab, f"{name}.ipynb").write_text(self.pristine[name])
         opinions = {**self.recheck(name, unjudged), **judged} if unjudged else dict(judged)
         self.scores[name] = results.verdict_alone(self.layout[name], opinions)
+        timed = sorted(self.timed & set(self.layout[name]))
+        later = f"; its timed cells ({', '.join(timed)}) are timed after the class's other checks" if timed else ""
         self.problems.append(f"{name}.ipynb: {nbgrader.why_failed(res.log)}; only the test cells that passed "
-                             f"before that count ({sum(self.scores[name].values()):g} points)")
+                             f"before that count ({sum(self.scores[name].values()):g} points){later}")
         self.problems += results.timing_notes(name, self.undecided.get(name, {}))
+        for g in timed:  # judged by time_student like any other: the timing decides, never the crash
+            self.scores[name][g] = float(self.layout[name][g])
+            self.undecided.setdefault(name, {})[g] = [results.TIMED_LATER]
 
     def lower(self, name: str, judged: dict, unjudged: set[str], measured: dict) -> None:
         """Each cell of a notebook nbgrader finished keeps the lower of nbgrader's score and its second opinion."""
@@ -298,6 +304,8 @@ def _time_cells(cfg: Config, layout: dict, student: str, folder: Path, slot: int
     usable, _ = check_notebooks(folder, list(layout), limits.file_mb << 20)
     _, verdict_box = student_boxes(cfg, slot, bounded.group)
     pause = bounded.group.frozen if bounded.group is not None else None
+    # how long the student's code worked: its group's CPU time as the kernel counts it, else the wall clock
+    work = bounded.group.cpu_seconds if bounded.group is not None else time.perf_counter
     judged_all = {}
     for name, cells in todo.items():
         if name not in usable:
@@ -305,8 +313,8 @@ def _time_cells(cfg: Config, layout: dict, student: str, folder: Path, slot: int
             continue
         release = json.loads((template / "labs" / lab / f"{name}.ipynb").read_text())
         fixed, _ = normalise(json.loads(usable[name].read_bytes()), release)
-        with timing_.pausing(pause) if pause else nullcontext(), bounds_.beside(bounded.group), \
-                bounds_.first_in_line(bounded.group):
+        with timing_.pausing(pause) if pause else nullcontext(), timing_.student_clock(work), \
+                bounds_.beside(bounded.group), bounds_.first_in_line(bounded.group):
             judged, _, timings, measured = judge.judge(
                 verdict_box, verdict_scratch, name, json.dumps(fixed, indent=1), set(cells), specs,
                 limits.cell_timeout_s or lab_timeout(lab), limits.notebook_timeout_s, key=key,

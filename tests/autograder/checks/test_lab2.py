@@ -329,7 +329,8 @@ def test_bandwidth_is_measured_in_turn_with_ours_and_medians_compared(monkeypatc
         return next(yours)
 
     monkeypatch.setattr(speclab.measure, "copy_bandwidth", course)
-    with timing.pausing(_Pause(log)):
+    worked = iter(range(0, 100))  # each student call works a second by this clock: as long as any copy needs
+    with timing.pausing(_Pause(log)), timing.student_clock(lambda: float(next(worked))):
         if passes:
             C.check_bandwidth(student)
         else:
@@ -337,3 +338,48 @@ def test_bandwidth_is_measured_in_turn_with_ours_and_medians_compared(monkeypatc
                 C.check_bandwidth(student)
             assert err.value.rule is C.R_BANDWIDTH
     assert log == ["pause", "ours", "resume", "yours"] * C.BANDWIDTH_CALLS
+
+
+def _copies(n_bytes: int, repeats: int = 3) -> float:
+    """A student's copy_bandwidth, written from the cell's text: a warm-up copy, then the median of repeats."""
+    import time
+
+    src = torch.ones(n_bytes // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        times.append(time.perf_counter() - t0)
+    return 2 * n_bytes / float(np.median(times))
+
+
+def _kept():
+    """Measures once, then returns what it measured: every later call is free."""
+    memo = {}
+
+    def copy_bandwidth(n_bytes):
+        if n_bytes not in memo:
+            memo[n_bytes] = _copies(n_bytes)
+        return memo[n_bytes]
+    return copy_bandwidth
+
+
+@pytest.mark.parametrize(("name", "make", "passes"), [
+    ("copies each call", lambda: _copies, True),
+    ("a constant near this machine's speed", lambda: (lambda n_bytes, bw=_copies(64 * 2**20): bw), False),
+    ("a value kept from its first call", _kept, False),
+    ("sleeps as long as a copy, copies nothing", lambda: (lambda n_bytes, bw=_copies(64 * 2**20): (
+        __import__("time").sleep(2 * n_bytes / bw), bw)[1]), False),
+])
+def test_bandwidth_must_be_measured_by_the_call_that_reports_it(name, make, passes):
+    """Called directly, in this process, as a notebook calls it: the student's work is this process's CPU time.
+    Every wrong one reports a figure within the factor of 3 of ours: only the work its calls did fails it."""
+    fn = make()
+    if passes:
+        C.check_bandwidth(fn)
+        return
+    with pytest.raises(AssertionError, match="each call must copy n_bytes itself") as err:
+        C.check_bandwidth(fn)
+    assert err.value.rule is C.R_BANDWIDTH, name

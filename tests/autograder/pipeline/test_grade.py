@@ -276,12 +276,18 @@ def timed(tmp_path_factory):
         d = base / "subs" / student / TIMED_LAB
         d.mkdir(parents=True)
         nbformat.write(F.student(rel, solution), d / f"{TIMED_LAB}.ipynb")
+    d = base / "subs" / "crashed" / TIMED_LAB  # right, but its kernel dies after the tests: nbgrader gives up
+    d.mkdir(parents=True)
+    nbformat.write(F.student(rel, end=[CRASH]), d / f"{TIMED_LAB}.ipynb")
     results = {r["student"]: r for r in grade_class(cfg, progress=False)}
     return cfg, results, None
 
 
 # right on every value the cell asserts, but its timing (the one-element case) never decides: the cell passes
 RIGHT_BUT_UNCLEAR = F.SOLUTION.replace("return np.asarray(v) * c", "return np.asarray(v) * (c if np.size(v) > 1 else 1)")
+
+
+CRASH = "import os\nos._exit(3)"
 
 
 def written(cfg) -> dict[str, int]:
@@ -296,7 +302,7 @@ def test_an_undecided_timing_reaches_the_csv_the_summary_and_the_page(timed):
     assert not results["clear"]["timing"] and results["clear"]["problems"] == []
     with open(cfg.out / "grades.csv") as f:
         assert {row["student"]: row["timing"] for row in csv.DictReader(f)} == {
-            "clear": "", "unclear": "test_scale: undecided", "held": "test_scale: undecided"}
+            "clear": "", "unclear": "test_scale: undecided", "held": "test_scale: undecided", "crashed": ""}
     text = summary(cfg, build_template(cfg), list(results.values()))
     assert f"  unclear: {TIMED_LAB}.ipynb test_scale: {TIMED_NOTE}" in text.splitlines()
     assert "clear:" not in text.replace("unclear:", "")
@@ -318,10 +324,12 @@ def test_an_unclear_timing_is_held_never_awarded(timed):
     assert "--retime --student held" in note and "3 points held back" in note
     assert "pending" not in results["unclear"] and "pending" not in results["clear"]
     # timed once more, alone, at the end of the class run, before its points were held; the others once
-    assert {s: r.get("timed_runs") for s, r in results.items()} == {"held": 2, "unclear": 1, "clear": 1}
+    assert {s: r.get("timed_runs") for s, r in results.items()} == {"held": 2, "unclear": 1, "clear": 1,
+                                                                     "crashed": 1}
     with open(cfg.out / "grades.csv") as f:
         assert {row["student"]: (row["score"], row["pending"]) for row in csv.DictReader(f)} == {
-            "clear": (f"{FULL:g}", ""), "unclear": (f"{HALF_PTS:g}", ""), "held": (f"{FULL - 3:g}", "3")}
+            "clear": (f"{FULL:g}", ""), "unclear": (f"{HALF_PTS:g}", ""), "held": (f"{FULL - 3:g}", "3"),
+            "crashed": (f"{FULL:g}", "")}
     text = summary(cfg, build_template(cfg), list(results.values()))
     assert "PENDING: 3 points of 1 student held back" in text and f"{TIMED_LAB} {cfg.submissions} --retime" in text
     page = (cfg.out / "feedback" / "held" / TIMED_LAB / f"{TIMED_LAB}.html").read_text()
@@ -349,6 +357,17 @@ def test_an_unclear_timing_is_held_never_awarded(timed):
     folder = collect(cfg.submissions, cfg.lab, cfg.out)["held"]
     once = grade_student(cfg, build_template(cfg), "held", folder, 0, attempts=gradescope.TIMING_ONCE)
     assert once["timed_runs"] == 1 and once["pending"] == held["pending"]
+
+
+def test_a_notebook_nbgrader_could_not_finish_still_has_its_timed_cell_timed(timed):
+    """Its kernel died after the tests, so nbgrader gave up on it: the untimed cells that passed their second
+    opinion count, and the timed cell is timed like anyone's (here a clear pass), never 0 for want of a timing."""
+    _, results, _ = timed
+    r = results["crashed"]
+    assert r["scores"][TIMED_LAB] == {"test_add": 2.0, "test_scale": 3.0} and r["timed_runs"] == 1, r
+    note = next(p for p in r["problems"] if "the kernel died" in p)
+    assert "timed after the class's other checks" in note and "test_scale" in note, note
+    assert "pending" not in r and not r.get("timing")
 
 
 def test_the_hidden_checks_long_message_reaches_the_page_whole(timed):
