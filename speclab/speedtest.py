@@ -63,8 +63,8 @@ VERIFY_CALLS = 16  # forwards per timed call when measuring c_verify(k)
 DECODE_BUDGET_S = 45.0  # seconds of timed rounds after which no new look starts
 DECODE_HARD_LIMIT_S = 150.0  # never time longer
 DECODE_PROMPT = {"n_windows": 1, "length": 32, "seed": 5}  # the notebook sweep's prompt; never a timed one
-DECODE_POOL = {"n_windows": 32, "length": 512, "seed": 7}  # shipped windows the timed prompts are cut from
-DECODE_POOL_SEED = 11  # which cuts a notebook's speed test takes; the grader draws its own seed (hidden.py)
+DECODE_POOL = {"n_windows": 32, "length": 512, "seed": 7}  # shipped windows: the timed prompts' alphabet
+DECODE_POOL_SEED = 11  # a notebook's default prompts; the grader draws its own seed (hidden.py)
 
 
 def _binom():
@@ -307,28 +307,72 @@ def predicted_with_catch_up(alpha: float, k: int, c: float, c_verify: float) -> 
     return float(tokens / ((k + alpha**k) / c + c_verify))
 
 
-def decode_prompts(n: int, seed: int = DECODE_POOL_SEED, length: int | None = None) -> list:
-    """n distinct prompts of `length` tokens (default DECODE_PROMPT's), for the timed calls of Lab 2's
-    speed test: cuts at random offsets of the shipped windows DECODE_POOL (32 windows of 512 bytes,
-    15,392 cuts of 32 bytes), none equal to the notebook sweep's prompt. `seed` picks the cuts (CPU
-    tensors, in the order drawn)."""
+def prompt_alphabet() -> list[int]:
+    """The bytes that occur in the shipped windows DECODE_POOL (the held-out text's characters), sorted."""
     from .data import shipped_windows
 
+    return sorted(set(shipped_windows(**DECODE_POOL).flatten().tolist()))
+
+
+def decode_prompts(target, n: int, seed: int = DECODE_POOL_SEED, length: int | None = None) -> list:
+    """n distinct prompts of `length` tokens (default DECODE_PROMPT's) for the timed calls of Lab 2's speed
+    test, drawn from `seed` (CPU tensors, in the order drawn): a space no one can tabulate.
+
+    Token 0 is uniform over the text's alphabet A (`prompt_alphabet`, |A| = 95 bytes); each
+    later token, with probability 1/2, is the target's next token sampled at temperature 1 given the tokens
+    so far, and otherwise uniform over A. So a prompt reads like the text the pair was trained on, drafts
+    are accepted on it as on that text, and yet no prompt has probability above
+    (1/|A|) (1/2 + 1/(2|A|))^(length - 1), about 7e-12 at length 32: a table of M prompts answers a timed
+    call with probability at most M times that, whatever prompts it holds (1.5 million of them, which is
+    what 200 MB holds at 128 bytes of answer each: at most 1.0e-5 of the calls). The grader draws `seed` from its run's key
+    (hidden.py); a notebook's speed test uses a seed of the student's choosing."""
+    import torch
+
     length = DECODE_PROMPT["length"] if length is None else length
-    pool = shipped_windows(**DECODE_POOL)
-    offsets = pool.shape[1] - length + 1
-    seen = {tuple(shipped_windows(**DECODE_PROMPT)[0].tolist())}
-    out = []
-    for cut in np.random.default_rng(seed).permutation(pool.shape[0] * offsets):
-        window, start = divmod(int(cut), offsets)
-        prompt = pool[window, start:start + length].clone()
-        key = tuple(prompt.tolist())
-        if key not in seen:  # the same bytes may occur twice in the text
-            seen.add(key)
-            out.append(prompt)
-            if len(out) == n:
-                return out
-    raise ValueError(f"{n} distinct prompts of length {length} asked for; the shipped windows hold {len(out)}")
+    if n < 1 or length < 1:
+        raise ValueError(f"need n >= 1 prompts of length >= 1, got n={n}, length={length}")
+    alphabet = torch.tensor(prompt_alphabet())
+    out, seen = [], {tuple(_sweep_prompt().tolist())}
+    for block in range(10**6):  # blocks of PROMPT_BLOCK, each from a generator of its own: the first n of
+        # a longer call are the same n prompts
+        g = torch.Generator().manual_seed(int(np.random.SeedSequence([int(seed), block]).generate_state(1)[0]))
+        for row in _prompt_block(target, alphabet, length, g):
+            key = tuple(row.tolist())
+            if key not in seen:
+                seen.add(key)
+                out.append(row)
+                if len(out) == n:
+                    return out
+    raise RuntimeError("decode_prompts: no new prompt drawn")  # never: two equal prompts are about 1e-11 likely
+
+
+PROMPT_BLOCK = 8  # prompts drawn together (one batched forward per token)
+
+
+def _prompt_block(target, alphabet, length: int, g):
+    """PROMPT_BLOCK prompts of `length` tokens (decode_prompts' law), drawn with the generator g."""
+    import torch
+
+    batch = PROMPT_BLOCK
+    tokens = alphabet[torch.randint(len(alphabet), (batch, 1), generator=g)]
+    with torch.no_grad():
+        cache = target.new_cache(batch=batch, max_len=length)
+        logits = target(tokens.to(target.device), torch.arange(1, device=target.device), cache)[:, -1]
+        for t in range(1, length):
+            model = torch.multinomial(torch.softmax(logits.float().cpu(), dim=-1), 1, generator=g)[:, 0]
+            uniform = alphabet[torch.randint(len(alphabet), (batch,), generator=g)]
+            nxt = torch.where(torch.rand(batch, generator=g) < 0.5, uniform, model)
+            tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+            if t + 1 < length:
+                logits = target(nxt[:, None].to(target.device), torch.tensor([t], device=target.device),
+                                cache)[:, -1]
+    return tokens
+
+
+def _sweep_prompt():
+    from .data import shipped_windows
+
+    return shipped_windows(**DECODE_PROMPT)[0]
 
 
 def _alpha_counts(answer, k: int) -> tuple[int, int]:
@@ -382,7 +426,7 @@ def decoder_speedup(speculative_decode: Callable, target, draft, prompt_seed: in
     if target.device.type == "cpu":
         torch.set_num_threads(1)  # one thread: stable ratios on a shared machine
     ks = list(ks)
-    pool = [pr.to(target.device) for pr in decode_prompts((max(LOOKS) + 1) * len(ks), prompt_seed)]
+    pool = [pr.to(target.device) for pr in decode_prompts(target, (max(LOOKS) + 1) * len(ks), prompt_seed)]
     tf = forward_step_fns(target, [1] + [k + 1 for k in ks], context_len=64)
     now = {"round": 0}
     prompts: dict = {}  # (round, k) -> the prompt of that call

@@ -85,8 +85,10 @@ R_PREDICTED = Rule("predicted speedup", "`predicted_speedup(alpha, k, c, c_verif
 R_SPEEDUP = Rule("speedup", "Timed by the grader against the course's baseline, at k = 3, 4 and 6: on a CPU, "
                  "the best k reaches 1.3 times the baseline's speed, and the measured speedup is at least 0.75 times "
                  "the one predicted with the draft's catch-up, (k + alpha^k) / c + c_verify, with the alpha of the "
-                 "accepted counts each timed call returns. Each timed call gets fresh inputs: a prompt of 32 bytes of "
-                 "held-out text that no earlier call got, so answers kept from earlier calls do not help. Every "
+                 "accepted counts each timed call returns. Each timed call gets fresh inputs: a prompt of 32 bytes "
+                 "drawn by `speedtest.decode_prompts` from a seed of the grader's run (half the target's own "
+                 "samples, half random characters of the text), which no earlier call got and no table can "
+                 "hold, so answers computed before the call do not help. Every "
                  "timed output is checked: it must be the target's greedy tokens on that call's prompt. "
                  "Points are lost only on a clear failing verdict of the grader's sign test at every k; a timing "
                  "it cannot decide is timed again alone at the end of the class's grading, and if it is still "
@@ -321,7 +323,7 @@ def check_speedup(speculative_decode: Callable) -> dict:
     draft (their ratio is this round's c), the student's decoder at every k of K_GRID, and loops of
     target forwards over 1 and k + 1 tokens (this round's c_verify(k)); the student's sandbox is
     paused while the course's code is timed. Every call of the decoder gets a prompt no earlier
-    call got, cut from the shipped text at offsets drawn from the grading run's key (hidden.py),
+    call got, drawn by speedtest.decode_prompts from a seed the grading run's key draws (hidden.py),
     and every output must be the target's greedy tokens (an AssertionError, not a timing failure,
     if one is not). A clause fails only on a clear verdict of the sequential sign test, for every
     k: false-failure probability <= ALPHA_CLAUSE (1.23 %) per clause, <= 2.5 % for the cell, for a

@@ -259,7 +259,7 @@ def _small_timing(monkeypatch):
 @pytest.mark.slow
 def test_speedup_check_fails_a_decoder_that_answers_timed_calls_from_its_memo(ref, monkeypatch):
     """The memoising attack made fast: the first call is decoded, every later call returns that answer at once.
-    Each timed call has a prompt of its own (cut at offsets the grading run's key draws), so the answers are
+    Each timed call has a prompt of its own (drawn from a seed the grading run's key draws), so the answers are
     wrong: an AssertionError naming the speed rule, not a timing failure. The student's sandbox is paused
     while the course's code is timed, never while the decoder runs. The reference passes the same output
     check (its verdict on 8 tokens is not what is tested)."""
@@ -286,6 +286,41 @@ def test_speedup_check_fails_a_decoder_that_answers_timed_calls_from_its_memo(re
             C.check_speedup(ref["speculative_decode"])
         except TimingFailure:
             pass
+
+
+@pytest.mark.slow
+def test_speedup_check_fails_a_decoder_that_answers_from_a_table_of_a_fixed_input_set(ref, monkeypatch):
+    """The table attack: a decoder that is slow (the course's greedy loop, twice) unless it finds the prompt in a
+    table computed in advance. Its table holds every prompt the check asks for without a key, which is what a
+    student can see and run: there it passes, clearly. Under a grading run's key the check draws prompts the
+    table has never seen, so the slow path runs and the check fails on a clear timing verdict."""
+    from autograder.checks import timing
+    from speclab.sampling import generate
+
+    _small_timing(monkeypatch)
+    target, _ = C.shipped_pair()
+    public = speedtest.decode_prompts(target, speedtest.LOOKS[0] + 1, C.spec_of(C.CELLS, "test_speedup").draw_seed())
+    table = {}
+    for pr in public:
+        table[bytes(pr.tolist())] = (generate(target, pr[None], C.TIMING_NEW, temperature=0)[0, pr.numel():]
+                                     .tolist(), [0] * C.TIMING_NEW)
+    asked = []
+
+    def tabulated(target, draft, prompt, n_new, k, temperature=0.0):
+        key = bytes(prompt.tolist())
+        asked.append(key in table)
+        if key in table:
+            return table[key]
+        for _ in range(2):
+            new = generate(target, prompt[None], n_new, temperature=0)[0, prompt.numel():].tolist()
+        return new, [0] * n_new
+
+    C.check_speedup(tabulated)  # no key: the prompts of the student's own run, all in the table
+    assert asked and all(asked)
+    asked.clear()
+    with hidden.keyed(TEST_KEY), pytest.raises(timing.TimingFailure, match="clearly below it at every k"):
+        C.check_speedup(tabulated)
+    assert asked and not any(asked)
 
 
 class _Pause:
