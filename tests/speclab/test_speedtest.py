@@ -213,7 +213,8 @@ def test_decode_prompts_are_distinct_drawn_from_their_seed_and_never_the_sweeps_
 def test_decode_prompts_read_like_the_text_the_pair_knows(pair):
     """Half of a prompt's tokens are the target's own samples: the draft agrees with the target on the greedy
     continuation of these prompts about as often as on cuts of the held-out text (the speed bar was set on
-    those). Measured: the pooled acceptance of greedy speculation at k = 4 over 8 prompts of each kind."""
+    those). Measured: how often the draft's argmax is the target's along the target's greedy continuation
+    (the acceptance rate of greedy speculation, whatever k), pooled over 8 prompts of each kind."""
     from speclab.data import shipped_windows
 
     target, draft = pair
