@@ -290,16 +290,20 @@ def test_speedup_check_fails_a_decoder_that_answers_timed_calls_from_its_memo(re
 
 @pytest.mark.slow
 def test_speedup_check_fails_a_decoder_that_answers_from_a_table_of_a_fixed_input_set(ref, monkeypatch):
-    """The table attack: a decoder that is slow (the course's greedy loop, twice) unless it finds the prompt in a
-    table computed in advance. Its table holds every prompt the check asks for without a key, which is what a
-    student can see and run: there it passes, clearly. Under a grading run's key the check draws prompts the
-    table has never seen, so the slow path runs and the check fails on a clear timing verdict."""
+    """The table attack: a decoder that is slow (the course's greedy loop, four times) unless it finds the prompt
+    in a table computed in advance. Its table holds every prompt the check asks for without a key, which is what
+    a student can see and run: there it passes, clearly. Under a grading run's key the check draws prompts the
+    table has never seen, so the slow path runs and the check fails on a clear timing verdict. The looks go on
+    until the verdict is clear (rounds of 8 tokens are cheap), so a round slowed by a busy machine delays the
+    verdict but cannot change it."""
     from autograder.checks import timing
     from speclab.sampling import generate
 
     _small_timing(monkeypatch)
+    monkeypatch.setattr(C, "TIMING_BUDGET_S", 600.0)  # every look, until a clear verdict
     target, _ = C.shipped_pair()
-    public = speedtest.decode_prompts(target, speedtest.LOOKS[0] + 1, C.spec_of(C.CELLS, "test_speedup").draw_seed())
+    every = (max(speedtest.LOOKS) + 1) * len(C.K_GRID)  # every prompt a run without a key can ask for
+    public = speedtest.decode_prompts(target, every, C.spec_of(C.CELLS, "test_speedup").draw_seed())
     table = {}
     for pr in public:
         table[bytes(pr.tolist())] = (generate(target, pr[None], C.TIMING_NEW, temperature=0)[0, pr.numel():]
@@ -311,7 +315,7 @@ def test_speedup_check_fails_a_decoder_that_answers_from_a_table_of_a_fixed_inpu
         asked.append(key in table)
         if key in table:
             return table[key]
-        for _ in range(2):
+        for _ in range(4):
             new = generate(target, prompt[None], n_new, temperature=0)[0, prompt.numel():].tolist()
         return new, [0] * n_new
 
