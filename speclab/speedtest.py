@@ -12,10 +12,19 @@ passes (clearly above) or, inconclusive, gets more rounds while the time budget 
 still undecided at the end is *undecided*: the grader neither takes nor gives points for it, times
 it again alone at the end of the class's grading, and holds the points (pending) if it stays unclear.
 
-False failures: for code whose per-round ratio has median at least the bar, the look after
-``LOOKS[i]`` rounds fails it with probability at most ``LOOK_ALPHAS[i]``, over all looks at most
-``ALPHA_CLAUSE = sum(LOOK_ALPHAS)`` (Bonferroni); ``power(theta)`` is the exact probability of a
-fail verdict when each round falls below the bar with probability theta (scipy.stats.binom).
+Error rates, both ways. A false failure: for code whose per-round ratio has median at least the bar,
+the look after ``LOOKS[i]`` rounds fails it with probability at most ``LOOK_ALPHAS[i]``, over all looks
+at most ``ALPHA_CLAUSE = sum(LOOK_ALPHAS)`` (Bonferroni; exactly ``power(0.5)``). A false pass: for
+code whose median is at most the bar, the look passes it with probability at most ``PASS_ALPHAS[i]``,
+over all looks at most ``ALPHA_PASS`` (exactly ``pass_probability(0.5)``). The pass side spends a larger
+budget than the fail side: a correct student's code should be decided at the first looks, and a pass
+costs nobody a point. ``power(theta)`` and ``pass_probability(theta)`` are the exact probabilities of a
+fail and of a pass verdict when each round falls below the bar with probability theta (scipy.stats.binom).
+
+Clocks. On a CPU a round's times are CPU seconds (`speclab.clock.cpu_time`: what the code worked, not
+how long it waited for a core), so a busy machine slows neither side of a ratio; on a GPU they are wall
+seconds with the device synchronised. The grader's ``clock_of`` hook reads the student's code on its
+sandbox's CPU time, as the kernel counts it (autograder/checks/timing.py).
 
 Timings that cannot be bought: every call of a student's code gets inputs it has not seen before
 (`paired_rounds`' ``each_round`` hook draws them outside the clock), so nothing computed before the
@@ -31,6 +40,7 @@ same machine.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from contextlib import nullcontext
@@ -45,16 +55,22 @@ LOOKS = (7, 10, 14, 18, 22)  # rounds after which the verdict is looked at
 LOOK_ALPHAS = (0.0079, 0.0011, 0.0011, 0.0011, 0.0011)
 ALPHA_LOOK = LOOK_ALPHAS[0]
 ALPHA_CLAUSE = sum(LOOK_ALPHAS)  # 1.23 % per timed clause
+# false-pass budget of each look: passes after 7 of 7, 9 of 10, 12 of 14, 15 of 18 or 18 of 22 rounds at or above
+# the bar; over all looks at most 3.1 % (Bonferroni), exactly 1.9 % (pass_probability(0.5))
+PASS_ALPHAS = (0.0079, 0.011, 0.0065, 0.0038, 0.0022)
+ALPHA_PASS = sum(PASS_ALPHAS)
 
 # Lab 1: the vectorised sampler against a loop of the two draws every one-position sampler makes
-BATCH_BAR = 30.0  # per-row speed-up required (a correct vectorised sampler measures about 100x)
+BATCH_BAR = 12.0  # per-row speed-up required: in the grader the reference measures about 55x and a plain correct
+# sampler written from the lab's text about 30x (CPU time, 2-core course machine; audit timing_agreement); a loop 1x
 BATCH_ROWS, LOOP_ROWS = 50000, 500  # rows of one timed batch call; rows of one baseline loop
 BATCH_BUDGET_S = 10.0  # seconds of timed rounds after which no new look starts
 BATCH_VOCAB = 4  # tokens of the timed pair; a fresh pair every round (`batch_pair`)
 BATCH_FLOOR = 0.1  # mass spread uniformly over the vocabulary: every probability >= BATCH_FLOOR / BATCH_VOCAB
 
 # Lab 2: the speculative decoder against the course's autoregressive baseline
-DECODE_BAR_CPU = 1.3  # best-k speed-up required on a CPU
+DECODE_BAR_CPU = 1.2  # best-k speed-up required on a CPU: a decoder that never speculates measures about 1.0x, the
+# reference about 1.8-2.0x and a plain correct decoder written from the lab's text about 1.7x (audit timing_agreement)
 DECODE_BAR_CUDA = 1.0  # on a GPU the shipped pair is tiny and launch-bound: must not be slower
 THEORY_FRACTION = 0.75  # measured S >= 0.75 x the S predicted from the run's own alpha and costs
 K_GRID = (3, 4, 6)  # draft lengths timed for "the best k"
@@ -75,34 +91,46 @@ def _binom():
     return stats.binom
 
 
-def thresholds(n: int, alpha: float = ALPHA_LOOK) -> tuple[int, int]:
+def thresholds(n: int, alpha: float = ALPHA_LOOK, alpha_pass: float | None = None) -> tuple[int, int]:
     """(fail_at_most, pass_at_least): with n rounds and X of them at or above the bar, the look
     fails the code if X <= fail_at_most, passes it if X >= pass_at_least, else is inconclusive.
 
     fail_at_most is the largest x with P(Binom(n, 1/2) <= x) <= alpha (-1 when none is), the
-    one-sided sign test of median >= bar; pass_at_least mirrors it for median <= bar."""
+    one-sided sign test of median >= bar; pass_at_least is the smallest y with
+    P(Binom(n, 1/2) >= y) <= alpha_pass (n + 1 when none is), the sign test of median <= bar
+    (alpha_pass defaults to alpha: the two sides mirror each other)."""
     binom = _binom()
+    alpha_pass = alpha if alpha_pass is None else alpha_pass
     x = int(binom.ppf(alpha, n, 0.5))
     while x >= 0 and binom.cdf(x, n, 0.5) > alpha:
         x -= 1
-    return x, n - x
+    y = n - int(binom.ppf(alpha_pass, n, 0.5))  # P(X >= y) = P(X <= n - y) by symmetry
+    while y <= n and binom.sf(y - 1, n, 0.5) > alpha_pass:
+        y += 1
+    return x, y
+
+
+def alphas_at(n: int) -> tuple[float, float]:
+    """(false-failure, false-pass) budgets of the look taken after n rounds: those of the first look at or
+    after n (a look cut short by the time limit spends the budgets of the look it replaces)."""
+    for look, a, b in zip(LOOKS, LOOK_ALPHAS, PASS_ALPHAS):
+        if n <= look:
+            return a, b
+    return LOOK_ALPHAS[-1], PASS_ALPHAS[-1]
 
 
 def alpha_at(n: int) -> float:
-    """The false-failure budget of the look taken after n rounds: that of the first look at or after
-    n (a look cut short by the time limit spends the budget of the look it replaces)."""
-    for look, a in zip(LOOKS, LOOK_ALPHAS):
-        if n <= look:
-            return a
-    return LOOK_ALPHAS[-1]
+    """The false-failure budget of the look taken after n rounds (`alphas_at`)."""
+    return alphas_at(n)[0]
 
 
 def verdict(ratios: Sequence[float], bar: float, alpha: float | None = None) -> str:
-    """'fail', 'pass' or 'inconclusive' for per-round ratios against the bar (one look)."""
+    """'fail', 'pass' or 'inconclusive' for per-round ratios against the bar (one look; alpha, when given,
+    sets both sides' budgets, else the look's own `alphas_at`)."""
     n = len(ratios)
-    alpha = alpha_at(n) if alpha is None else alpha
+    a, b = alphas_at(n) if alpha is None else (alpha, alpha)
     above = sum(r >= bar for r in ratios)
-    fail_at_most, pass_at_least = thresholds(n, alpha)
+    fail_at_most, pass_at_least = thresholds(n, a, b)
     if above <= fail_at_most:
         return "fail"
     if above >= pass_at_least:
@@ -110,24 +138,46 @@ def verdict(ratios: Sequence[float], bar: float, alpha: float | None = None) -> 
     return "inconclusive"
 
 
-def power(theta: float, looks: Sequence[int] = LOOKS, alphas: Sequence[float] = LOOK_ALPHAS) -> float:
-    """P(a fail verdict at some look) when each round falls below the bar independently with
-    probability theta; exact, by carrying the distribution of the count above the bar from look
-    to look (scipy.stats.binom for the rounds in between). theta = 1/2 bounds the false failures."""
+def outcome_probabilities(theta: float, looks: Sequence[int] = LOOKS, alphas: Sequence[float] = LOOK_ALPHAS,
+                          pass_alphas: Sequence[float] = PASS_ALPHAS) -> list[tuple[float, float]]:
+    """[(P(fail at look i), P(pass at look i)) for each look] when each round falls below the bar
+    independently with probability theta; exact, by carrying the distribution of the count above the bar
+    from look to look (scipy.stats.binom for the rounds in between)."""
     dist = np.zeros(1)  # dist[x] = P(no verdict yet and x rounds above the bar so far)
     dist[0] = 1.0
     done = 0
-    fail = 0.0
-    for n, alpha in zip(looks, alphas):
+    out = []
+    for n, alpha, beta in zip(looks, alphas, pass_alphas):
         step = _binom().pmf(np.arange(n - done + 1), n - done, 1 - theta)
         dist = np.convolve(dist, step)
-        fail_at_most, pass_at_least = thresholds(n, alpha)
-        if fail_at_most >= 0:
-            fail += dist[: fail_at_most + 1].sum()
-            dist[: fail_at_most + 1] = 0
+        fail_at_most, pass_at_least = thresholds(n, alpha, beta)
+        failed = float(dist[: fail_at_most + 1].sum()) if fail_at_most >= 0 else 0.0
+        passed = float(dist[pass_at_least:].sum())
+        dist[: max(fail_at_most + 1, 0)] = 0
         dist[pass_at_least:] = 0
+        out.append((failed, passed))
         done = n
-    return float(fail)
+    return out
+
+
+def power(theta: float, looks: Sequence[int] = LOOKS, alphas: Sequence[float] = LOOK_ALPHAS,
+          pass_alphas: Sequence[float] = PASS_ALPHAS) -> float:
+    """P(a fail verdict at some look) when each round falls below the bar independently with probability
+    theta (`outcome_probabilities`). theta = 1/2 bounds the false failures."""
+    return sum(f for f, _ in outcome_probabilities(theta, looks, alphas, pass_alphas))
+
+
+def pass_probability(theta: float, looks: Sequence[int] = LOOKS, alphas: Sequence[float] = LOOK_ALPHAS,
+                     pass_alphas: Sequence[float] = PASS_ALPHAS) -> float:
+    """P(a pass verdict at some look) when each round falls below the bar independently with probability
+    theta. theta = 1/2 bounds the false passes."""
+    return sum(p for _, p in outcome_probabilities(theta, looks, alphas, pass_alphas))
+
+
+def decided_by(theta: float, look: int) -> float:
+    """P(a verdict, either way, at or before the look after `look` rounds), each round below the bar with
+    probability theta."""
+    return sum(f + p for n, (f, p) in zip(LOOKS, outcome_probabilities(theta)) if n <= look)
 
 
 def median(xs: Sequence[float]) -> float:
@@ -155,7 +205,8 @@ class Rounds:
 def paired_rounds(fns: Sequence[Callable[[], object]], labels: Sequence[str], decide: Callable[[Rounds], bool],
                   budget_s: float, device=None, looks: Sequence[int] = LOOKS, hard_limit_s: float | None = None,
                   section: Callable[[], object] | None = None, each_round: Callable[[int], None] | None = None,
-                  around: Callable[[str], ContextManager] | None = None) -> Rounds:
+                  around: Callable[[str], ContextManager] | None = None,
+                  clock_of: Callable[[str], Callable] | None = None) -> Rounds:
     """Time ``fns`` round-robin, after one warm-up round, inside ``section()`` (a context manager
     yielding a note; the grader's is its lock); after each look call ``decide(rounds)`` and stop
     when it returns True (a clear verdict), at the last look, or at the first look after
@@ -168,17 +219,19 @@ def paired_rounds(fns: Sequence[Callable[[], object]], labels: Sequence[str], de
     it is entered before the clock starts and left after it stops (the grader's pauses the
     student's sandbox while a baseline of its own runs, see the grader's timing module).
 
-    The grader (a ``section`` given) times on the real clock, always; a notebook's call (no section)
-    times through speclab's stopwatch seam (`speclab.clock.stopwatch()`, the real clock unless a test
-    feeds adversarial timings, tests/book/test_measuring_pages.py), so its page is tested like any other."""
-    from .clock import stopwatch, wall_time
+    Clocks: ``clock_of(label)``, when given, is the stopwatch of that label's calls (the grader's reads
+    the student's code on its sandbox's CPU time). Otherwise the real clock of the device
+    (`speclab.clock.real_clock`: CPU seconds on a CPU, synchronised wall seconds on a GPU), except that
+    a notebook's call (no section) honours a fake installed in speclab's stopwatch seam
+    (`speclab.clock.stopwatch()`: a test feeding adversarial timings, tests/book/test_measuring_pages.py),
+    so its page is tested like any other; the grader (a section given) never does."""
+    from .clock import real_clock, stopwatch, wall_time
 
     if len(fns) != len(labels):
         raise ValueError(f"{len(fns)} functions and {len(labels)} labels: one label per function")
-    if section is not None:
-        clock = wall_time  # the grader: never a test's fake stopwatch
-    else:
-        clock = stopwatch()
+    seam = stopwatch()
+    default = real_clock(device) if section is not None or seam is wall_time else seam
+    clocks = {label: (clock_of(label) if clock_of is not None else default) for label in labels}
     hard = 3 * budget_s if hard_limit_s is None else hard_limit_s
 
     def one_round(i: int) -> list[float]:
@@ -187,7 +240,7 @@ def paired_rounds(fns: Sequence[Callable[[], object]], labels: Sequence[str], de
         times = []
         for fn, label in zip(fns, labels):
             with around(label) if around is not None else nullcontext():
-                times.append(clock(fn, device))
+                times.append(clocks[label](fn, device))
         return times
 
     with (section() if section is not None else nullcontext("")) as note:
@@ -258,7 +311,8 @@ def batch_pair(gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 def batch_speedup(batch_fn: Callable, budget_s: float = BATCH_BUDGET_S, section=None,
                   on_output: Callable[[object, np.ndarray, np.ndarray], None] | None = None, seed: int = 3,
-                  pair_seed: int = 4, around: Callable[[str], ContextManager] | None = None) -> SpeedResult:
+                  pair_seed: int = 4, around: Callable[[str], ContextManager] | None = None,
+                  clock_of: Callable[[str], Callable] | None = None) -> SpeedResult:
     """Lab 1's speed test: rounds of one call of batch_fn on BATCH_ROWS copies of a pair and one
     `draws_loop` over LOOP_ROWS of them; a round's ratio is the loop's per-row time over the
     batch's. Stops at the first look with a clear verdict.
@@ -268,8 +322,8 @@ def batch_speedup(batch_fn: Callable, budget_s: float = BATCH_BUDGET_S, section=
     call and the loop alike. Tokens drawn before the clock started follow another round's law, and no
     lookup maps them onto this round's: a fresh law needs fresh sampling. `on_output(out, p, q)`
     receives every output of batch_fn (the warm-up's and each timed call's) with the pair its rows copy
-    (the grader checks each one after the timing). `around` is `paired_rounds`' hook; the batch call's
-    label is "batch", the loop's "loop"."""
+    (the grader checks each one after the timing). `around` and `clock_of` are `paired_rounds`' hooks; the
+    batch call's label is "batch", the loop's "loop"."""
     rng = np.random.default_rng(seed)
     pairs = np.random.default_rng(pair_seed)
     now: dict = {}  # the round's pair and its rows
@@ -288,7 +342,7 @@ def batch_speedup(batch_fn: Callable, budget_s: float = BATCH_BUDGET_S, section=
 
     rounds = paired_rounds([batch, lambda: draws_loop(now["small_p"], now["small_q"], rng)],
                            ["batch", "loop"], lambda r: verdict(per_row(r), BATCH_BAR) != "inconclusive",
-                           budget_s, section=section, each_round=new_pair, around=around)
+                           budget_s, section=section, each_round=new_pair, around=around, clock_of=clock_of)
     if on_output is not None:
         for out, pair_p, pair_q in outputs:
             on_output(out, pair_p, pair_q)
@@ -324,17 +378,19 @@ def decode_prompts(target, n: int, seed: int = DECODE_POOL_SEED, length: int | N
     are accepted on it as on that text, and yet no prompt has probability above
     (1/|A|) (1/2 + 1/(2|A|))^(length - 1), about 7e-12 at length 32: a table of M prompts answers a timed
     call with probability at most M times that, whatever prompts it holds (1.5 million of them, which is
-    what 200 MB holds at 128 bytes of answer each: at most 1.0e-5 of the calls). The grader draws `seed` from its run's key
-    (hidden.py); a notebook's speed test uses a seed of the student's choosing."""
+    what 200 MB holds at 128 bytes of answer each: at most 1.0e-5 of the calls). The grader draws `seed`
+    from its run's key (hidden.py); a notebook's speed test uses a seed of the student's choosing."""
     import torch
 
     length = DECODE_PROMPT["length"] if length is None else length
     if n < 1 or length < 1:
         raise ValueError(f"need n >= 1 prompts of length >= 1, got n={n}, length={length}")
     alphabet = torch.tensor(prompt_alphabet())
-    out, seen = [], {tuple(_sweep_prompt().tolist())}
-    for block in range(10**6):  # blocks of PROMPT_BLOCK, each from a generator of its own: the first n of
-        # a longer call are the same n prompts
+    from .data import shipped_windows
+
+    out, seen = [], {tuple(shipped_windows(**DECODE_PROMPT)[0].tolist())}  # never the sweep's prompt
+    for block in itertools.count():  # blocks of PROMPT_BLOCK, each from a generator of its own: the first n
+        # of a longer call are the same n prompts
         g = torch.Generator().manual_seed(int(np.random.SeedSequence([int(seed), block]).generate_state(1)[0]))
         for row in _prompt_block(target, alphabet, length, g):
             key = tuple(row.tolist())
@@ -343,7 +399,6 @@ def decode_prompts(target, n: int, seed: int = DECODE_POOL_SEED, length: int | N
                 out.append(row)
                 if len(out) == n:
                     return out
-    raise RuntimeError("decode_prompts: no new prompt drawn")  # never: two equal prompts are about 1e-11 likely
 
 
 PROMPT_BLOCK = 8  # prompts drawn together (one batched forward per token)
@@ -367,12 +422,6 @@ def _prompt_block(target, alphabet, length: int, g):
                 logits = target(nxt[:, None].to(target.device), torch.tensor([t], device=target.device),
                                 cache)[:, -1]
     return tokens
-
-
-def _sweep_prompt():
-    from .data import shipped_windows
-
-    return shipped_windows(**DECODE_PROMPT)[0]
 
 
 def _alpha_counts(answer, k: int) -> tuple[int, int]:
@@ -400,7 +449,8 @@ def _new_tokens(out) -> list[int] | None:
 def decoder_speedup(speculative_decode: Callable, target, draft, prompt_seed: int = DECODE_POOL_SEED,
                     ks: Sequence[int] = K_GRID, n_new: int = DECODE_NEW, budget_s: float = DECODE_BUDGET_S,
                     hard_limit_s: float = DECODE_HARD_LIMIT_S, section=None,
-                    around: Callable[[str], ContextManager] | None = None) -> tuple[SpeedResult, SpeedResult]:
+                    around: Callable[[str], ContextManager] | None = None,
+                    clock_of: Callable[[str], Callable] | None = None) -> tuple[SpeedResult, SpeedResult]:
     """Lab 2's speed test: (speed-up against the bar, measured / predicted against THEORY_FRACTION).
 
     Paired rounds of the course baseline (greedy `speclab.sampling.generate` with the target), the
@@ -415,8 +465,8 @@ def decoder_speedup(speculative_decode: Callable, target, draft, prompt_seed: in
     baselines run on the first k's prompt. A decoder that keeps the answers of earlier calls has no
     answer to give. After the rounds every output must be the target's greedy tokens on its prompt
     (the baseline's tokens, or the same `generate` run untimed for the other k): else an
-    AssertionError, whatever the timings. `around` is `paired_rounds`' hook; the decoder's labels
-    are "k=3", "k=4", ..."""
+    AssertionError, whatever the timings. `around` and `clock_of` are `paired_rounds`' hooks; the decoder's
+    labels are "k=3", "k=4", ..."""
     import torch
 
     from .measure import forward_step_fns
@@ -481,7 +531,8 @@ def decoder_speedup(speculative_decode: Callable, target, draft, prompt_seed: in
                 combine([verdict(theory[k], THEORY_FRACTION) for k in ks]))
 
     rounds = paired_rounds(fns, labels, lambda r: "inconclusive" not in verdicts(r), budget_s, target.device,
-                           hard_limit_s=hard_limit_s, section=section, each_round=new_prompts, around=around)
+                           hard_limit_s=hard_limit_s, section=section, each_round=new_prompts, around=around,
+                           clock_of=clock_of)
     _check_greedy_answers(answers, prompts, greedy, ks[0], lambda pr: generate(target, pr[None], n_new,
                                                                                 temperature=0)[0, pr.numel():])
     speed, theory = per_round(rounds)

@@ -32,7 +32,7 @@ TESTS = ROOT / "tests" / "audit"
 # source and notebooks are added per lab below), the course library, and the tests' shared helpers.
 COMMON = ("autograder/__init__.py", "autograder/pipeline", "autograder/inside",
           "autograder/sandbox", "autograder/checks/__init__.py", "autograder/checks/alone.py",
-          "autograder/checks/calls.py", "autograder/checks/hidden.py", "autograder/checks/independence.py",
+          "autograder/checks/calls.py", "autograder/checks/scoped.py", "autograder/checks/hidden.py", "autograder/checks/independence.py",
           "autograder/checks/models.py",
           "autograder/checks/stats.py", "autograder/checks/timing.py", "autograder/authoring",
           "autograder/audit/mutants/__init__.py", "speclab", "nbgrader_config.py", "pyproject.toml",
@@ -78,6 +78,12 @@ AUDITS = {a.name: a for a in (
     Audit("timing_load", "False failures and false passes of Lab 2's speed-up check under two busy loops.",
           labs=("lab2",), extra=("autograder/audit/timing_load.py",), loaded=True,
           command=("-m", "autograder.audit.timing_load", "--runs", "4", "--wrong", "1", "--busy", "2", "--report")),
+    Audit("timing_agreement", "Both labs' speed cells: the notebook's figure and the grader's for each correct "
+                              "implementation, quiet and under two busy loops; the pending count under load; Lab 1's "
+                              "students who try to buy the point.", labs=("lab1", "lab2"),
+          extra=("autograder/audit/timing_agreement.py", "autograder/audit/correct.py", "autograder/audit/timing_load.py"),
+          loaded=True, command=("-m", "autograder.audit.timing_agreement", "--quiet", "2", "--loaded", "10", "--busy",
+                                "2", "--report")),
     Audit("load_probe", "The test suite's load probe reads busy loops as contention.", loaded=True,
           extra=("tests/support/load.py",)),
     Audit("fake_timers", "Every chapter and lab that times, under every fake stopwatch; a measuring chapter "

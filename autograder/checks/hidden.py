@@ -25,6 +25,8 @@ from typing import Iterator
 
 import numpy as np
 
+from .scoped import bound
+
 # Per thread (the grader judges students in threads): a new thread starts without a key.
 _KEY: contextvars.ContextVar[bytes | None] = contextvars.ContextVar("speclab_grading_key", default=None)
 
@@ -42,11 +44,8 @@ def student_key(run_key: bytes, student: str) -> bytes:
 @contextmanager
 def keyed(key: bytes | None) -> Iterator[None]:
     """Run the checks inside the block on the instance that key draws (None: the fixed one)."""
-    token = _KEY.set(key)
-    try:
+    with bound(_KEY, key):
         yield
-    finally:
-        _KEY.reset(token)
 
 
 def active() -> bool:

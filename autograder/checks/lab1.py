@@ -366,13 +366,14 @@ def speed_test(batch_fn: Callable, budget_s: float = speedtest.BATCH_BUDGET_S) -
     """`speclab.speedtest.batch_speedup` (what the notebook's speed cell runs) under the graders' lock, the
     student's sandbox paused while the loop runs, the rounds' pairs drawn from the grading run's key
     (autograder/checks/hidden.py), every output checked afterwards against its call's pair
-    (_timed_output_checker)."""
+    (_timed_output_checker). The sampler is timed by the CPU time of the student's code, the loop by the
+    CPU time of this thread (timing.cpu_clocks), as the notebook's speed cell times both by its CPU time."""
     from . import timing
 
     return speedtest.batch_speedup(batch_fn, budget_s, section=timing.timing_lock,
                                    on_output=_timed_output_checker(speedtest.BATCH_ROWS),
                                    pair_seed=_seed("test_batch_speed"),
-                                   around=timing.student_paused({"batch"}))
+                                   around=timing.student_paused({"batch"}), clock_of=timing.cpu_clocks({"batch"}))
 
 
 def measure_speedup(batch_fn: Callable) -> float:

@@ -66,7 +66,9 @@ R_BATCH_SPEED = Rule("batch speed", f"`speculative_sample_batch` is at least {sp
                      f"random draws of a one-position sampler), timed by the grader with "
                      f"`speclab.speedtest.batch_speedup` on {speedtest.BATCH_ROWS} rows of one pair. Each timed "
                      f"call gets a pair it has not seen; every timed output is checked against that pair's law: "
-                     f"it must be fresh draws from that call's p. Points are lost only on a clear failing "
+                     f"it must be fresh draws from that call's p. Both sides are timed by the CPU time they "
+                     f"worked (your sampler's: every process of yours, as the kernel counts it). Points are lost "
+                     f"only on a clear failing "
                      f"verdict of its sign test; a timing it cannot decide is timed again alone at the end of the "
                      f"class's grading, and if it is still unclear its point is held, neither given nor taken, until "
                      f"your instructor times it again; your feedback says which.")

@@ -83,13 +83,15 @@ R_PREDICTED = Rule("predicted speedup", "`predicted_speedup(alpha, k, c, c_verif
                    "E[N] / (k / c + c_verify) with E[N] = (1 - alpha^(k+1)) / (1 - alpha), and k + 1 at alpha = 1 "
                    "(within 1e-9).")
 R_SPEEDUP = Rule("speedup", "Timed by the grader against the course's baseline, at k = 3, 4 and 6: on a CPU, "
-                 "the best k reaches 1.3 times the baseline's speed, and the measured speedup is at least 0.75 times "
+                 "the best k reaches 1.2 times the baseline's speed, and the measured speedup is at least 0.75 times "
                  "the one predicted with the draft's catch-up, (k + alpha^k) / c + c_verify, with the alpha of the "
                  "accepted counts each timed call returns. Each timed call gets fresh inputs: a prompt of 32 bytes "
                  "drawn by `speedtest.decode_prompts` from a seed of the grader's run (half the target's own "
                  "samples, half random characters of the text), which no earlier call got and no table can "
                  "hold, so answers computed before the call do not help. Every "
                  "timed output is checked: it must be the target's greedy tokens on that call's prompt. "
+                 "On a CPU each call is timed by the CPU time it worked (your decoder's: every process of "
+                 "yours, as the kernel counts it; the baseline's: the grader's), on a GPU by the wall clock. "
                  "Points are lost only on a clear failing verdict of the grader's sign test at every k; a timing "
                  "it cannot decide is timed again alone at the end of the class's grading, and if it is still "
                  "unclear its points are held, neither given nor taken, until your instructor times it again; "
@@ -322,7 +324,9 @@ def check_speedup(speculative_decode: Callable) -> dict:
     paired rounds of the course baseline (greedy generate with the target), the same with the
     draft (their ratio is this round's c), the student's decoder at every k of K_GRID, and loops of
     target forwards over 1 and k + 1 tokens (this round's c_verify(k)); the student's sandbox is
-    paused while the course's code is timed. Every call of the decoder gets a prompt no earlier
+    paused while the course's code is timed. On a CPU the decoder is timed by the CPU time of the student's
+    code and the course's code by this thread's (timing.cpu_clocks), as the notebook's speed cell times both
+    by its CPU time; on a GPU by the wall clock. Every call of the decoder gets a prompt no earlier
     call got, drawn by speedtest.decode_prompts from a seed the grading run's key draws (hidden.py),
     and every output must be the target's greedy tokens (an AssertionError, not a timing failure,
     if one is not). A clause fails only on a clear verdict of the sequential sign test, for every
@@ -337,7 +341,8 @@ def check_speedup(speculative_decode: Callable) -> dict:
         speed, theory = speedtest.decoder_speedup(
             speculative_decode, target, draft, spec_of(CELLS, "test_speedup").draw_seed(),
             ks=K_GRID, n_new=TIMING_NEW, budget_s=TIMING_BUDGET_S, hard_limit_s=TIMING_HARD_LIMIT_S,
-            section=timing.timing_lock, around=timing.student_paused({f"k={k}" for k in K_GRID}))
+            section=timing.timing_lock, around=timing.student_paused({f"k={k}" for k in K_GRID}),
+            clock_of=timing.cpu_clocks({f"k={k}" for k in K_GRID}, target.device))
     d = speed.details
     table = ", ".join(f"k={k}: {s:.2f}x" for k, s in d["measured"].items())
     how = (f"{d['rounds']} paired rounds; a clear verdict of a sign test, false-failure probability <= "

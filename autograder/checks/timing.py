@@ -45,10 +45,12 @@ from typing import Callable, Sequence
 # The statistics live in speclab, so that a student's notebook runs the very test the grader runs;
 # re-exported here for the checks. ALPHA_CLAUSE (1.23 %) per timed clause; a cell with two clauses
 # 2.5 %, and the pipeline's clean re-check times the cell a second time: <= 5 % at worst for a submission
-from speclab.speedtest import (ALPHA_CLAUSE, ALPHA_LOOK, LOOK_ALPHAS, LOOKS, Rounds, alpha_at,  # noqa: F401
-                               median, paired_rounds, power, thresholds, verdict)
+from speclab.speedtest import (ALPHA_CLAUSE, ALPHA_LOOK, ALPHA_PASS, LOOK_ALPHAS, LOOKS, PASS_ALPHAS,  # noqa: F401
+                               Rounds, alpha_at, decided_by, median, outcome_probabilities, paired_rounds,
+                               pass_probability, power, thresholds, verdict)
 
 from .alone import alone
+from .scoped import bound
 
 LOCK_ENV = "SPECLAB_TIMING_LOCK"
 LOCK_WAIT_S = 150.0  # one other student's timed section (about 60 s on 2 busy cores), with room to spare
@@ -82,12 +84,8 @@ def undecided(note: str) -> None:
 def recording():
     """Collect the `undecided` notes of the checks called inside (this thread only: students'
     checks run side by side in the grader, each in its worker's thread). Yields the list."""
-    notes: list[str] = []
-    token = _UNDECIDED.set(notes)
-    try:
+    with bound(_UNDECIDED, []) as notes:
         yield notes
-    finally:
-        _UNDECIDED.reset(token)
 
 
 # What a timed check measured, for a leaderboard (Gradescope's): name -> (value, "desc" | "asc"), while the
@@ -107,12 +105,8 @@ def figure(name: str, value: float, order: str = "desc") -> None:
 @contextmanager
 def measuring():
     """Collect the figures reported by the checks called inside (this thread only). Yields the dict."""
-    figures: dict = {}
-    token = _FIGURES.set(figures)
-    try:
+    with bound(_FIGURES, {}) as figures:
         yield figures
-    finally:
-        _FIGURES.reset(token)
 
 
 # How the grader pauses the student's own sandbox while it times its baselines (a cgroup freezer,
@@ -124,11 +118,8 @@ _PAUSE: contextvars.ContextVar[Callable[[], object] | None] = contextvars.Contex
 @contextmanager
 def pausing(pause: Callable[[], object]):
     """While inside, `student_paused` pauses the student's sandbox with `pause()` (a context manager)."""
-    token = _PAUSE.set(pause)
-    try:
+    with bound(_PAUSE, pause):
         yield
-    finally:
-        _PAUSE.reset(token)
 
 
 def student_paused(student_labels) -> Callable[[str], object]:
@@ -150,25 +141,51 @@ def student_paused(student_labels) -> Callable[[str], object]:
 # timed checks it runs (`student_clock`) to the CPU time of the student's control group, as the kernel counts it
 # (or the wall clock where it has none). Outside the pipeline (a notebook, a test calling a check) the student's
 # code runs in this very process, and the process's own CPU time counts.
-_CLOCK: contextvars.ContextVar[Callable[[], float] | None] = contextvars.ContextVar("speclab_student_clock",
-                                                                                     default=None)
+_CLOCK: contextvars.ContextVar[tuple[Callable[[], float], bool] | None] = contextvars.ContextVar(
+    "speclab_student_clock", default=None)
 
 
 @contextmanager
-def student_clock(read: Callable[[], float]):
-    """While inside, `student_seconds()` reads `read()`: seconds of the student's work so far."""
-    token = _CLOCK.set(read)
-    try:
+def student_clock(read: Callable[[], float], cpu: bool = True):
+    """While inside, `student_seconds()` reads `read()`: seconds of the student's work so far; `cpu` says
+    whether they are CPU seconds (a control group's usage) or wall seconds (a machine without groups)."""
+    with bound(_CLOCK, (read, bool(cpu))):
         yield
-    finally:
-        _CLOCK.reset(token)
 
 
 def student_seconds() -> float:
     """Seconds the student's code has worked so far (only differences mean anything): the pipeline's reader
     (its control group's CPU time), else this process's CPU time (the student's code runs here)."""
-    read = _CLOCK.get()
-    return float(read()) if read is not None else time.process_time()
+    clock = _CLOCK.get()
+    return float(clock[0]()) if clock is not None else time.process_time()
+
+
+def cpu_clocks(student_labels, device=None) -> Callable[[str], Callable]:
+    """`clock_of` for speclab.speedtest.paired_rounds, as the grader times: a call whose label is one of
+    the student's is timed by `student_seconds` (in the pipeline the CPU time of the student's whole
+    control group, every process and thread of it, read by the kernel; the wire that carries its inputs
+    and outputs is charged to it too), and the course's own calls (the baselines, run in this thread)
+    by this thread's CPU time (`time.thread_time`: no other thread of the grader counts). The two count
+    the same thing, work on a core, so a busy machine moves neither. On a GPU, or where the student's
+    clock is a wall clock (a machine without control groups), every call is timed by the wall clock
+    (`speclab.clock.wall_time`, the device synchronised)."""
+    from speclab.clock import synchronize, wall_time
+
+    mine = set(student_labels)
+    clock = _CLOCK.get()
+    if getattr(device, "type", device) not in (None, "cpu") or (clock is not None and not clock[1]):
+        return lambda label: wall_time
+
+    def timed_by(read: Callable[[], float]) -> Callable:
+        def stopwatch(fn: Callable[[], object], device=None) -> float:
+            synchronize(device)
+            t0 = read()
+            fn()
+            return read() - t0
+        return stopwatch
+
+    student, course = timed_by(student_seconds), timed_by(time.thread_time)
+    return lambda label: student if label in mine else course
 
 
 @contextmanager

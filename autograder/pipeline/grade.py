@@ -243,6 +243,11 @@ class _Untimed:
         self.problems += results.timing_notes(name, self.undecided.get(name, {}))
         for g in timed:  # judged by time_student like any other: the timing decides, never the crash
             self.scores[name][g] = float(self.layout[name][g])
+        self.time_later(name)
+
+    def time_later(self, name: str) -> None:
+        """Mark the notebook's timed cells to be judged by time_student, after the class's other checks."""
+        for g in sorted(self.timed & set(self.layout[name])):
             self.undecided.setdefault(name, {})[g] = [results.TIMED_LATER]
 
     def lower(self, name: str, judged: dict, unjudged: set[str], measured: dict) -> None:
@@ -253,8 +258,7 @@ class _Untimed:
             opinions.update({g: v for g, v in self.recheck(name, rerun).items() if g in unjudged})
         self.scores[name], notes = results.lower_of(name, self.scores[name], opinions, set(judged), set(self.deferred))
         self.problems += notes + results.timing_notes(name, self.undecided.get(name, {}))
-        for g in sorted(self.timed & set(cells)):  # a cell that scored nothing is judged for its message
-            self.undecided.setdefault(name, {})[g] = [results.TIMED_LATER]
+        self.time_later(name)  # a cell that scored nothing is judged too, for its message
         # a leaderboard's figures: only of cells with all their points on a clear timing
         kept = {g: v for g, v in measured.items()
                 if self.scores[name].get(g, 0) >= cells[g] and g not in self.undecided.get(name, {})}
@@ -313,7 +317,8 @@ def _time_cells(cfg: Config, layout: dict, student: str, folder: Path, slot: int
             continue
         release = json.loads((template / "labs" / lab / f"{name}.ipynb").read_text())
         fixed, _ = normalise(json.loads(usable[name].read_bytes()), release)
-        with timing_.pausing(pause) if pause else nullcontext(), timing_.student_clock(work), \
+        with timing_.pausing(pause) if pause else nullcontext(), \
+                timing_.student_clock(work, cpu=bounded.group is not None), \
                 bounds_.beside(bounded.group), bounds_.first_in_line(bounded.group):
             judged, _, timings, measured = judge.judge(
                 verdict_box, verdict_scratch, name, json.dumps(fixed, indent=1), set(cells), specs,

@@ -5,8 +5,8 @@ tmpfs mountable), records how full each scratch folder got, says in the student'
 over (`notes`), and undoes both (`close`). How full a folder got is sampled by a watcher thread, and by
 `sample()`, which whoever clears a scratch calls first: nbgrader may also delete what filled it between
 two of the watcher's samples, so the watcher alone would miss a fill by chance. The pipeline makes one
-per phase of a student (the untimed checks, then the timed ones) from the run's `Bounds` and its `unsafe` switch, never from its Config: the
-sandbox imports nothing of the project.
+per phase of a student (the untimed checks, then the timed ones) from the run's `Bounds` and its `unsafe`
+switch, never from its Config: the sandbox imports nothing of the project.
 """
 from __future__ import annotations
 

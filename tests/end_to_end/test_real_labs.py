@@ -75,6 +75,24 @@ def test_the_reference_keeps_every_point(graded):
     assert timed_cells(lab) and r["timed_runs"] >= 1  # both labs time a cell, and the pipeline timed it
 
 
+def test_the_graders_speed_figure_is_the_one_the_notebook_prints(graded):
+    """The figure the grader measured for the reference's speed cell, through the sandbox's wire, is within 25 %
+    of the one the notebook's speed cell prints, run here in a fresh interpreter as a student's kernel runs it
+    (autograder/audit/timing_agreement.py, `notebook_figure`). Both count CPU time, so the suite's other test
+    process does not move either much; a grader that timed the wire's round trip by the wall clock measured
+    0.74-1.10 of the notebook's figure on a quiet machine (Lab 1, issue 48). The audit `timing_agreement` does
+    this for every correct implementation, quiet and under two busy loops."""
+    from autograder.audit.timing_agreement import CELL, FIGURE, notebook_figure
+
+    lab, _, _, _, results = graded
+    r = results["reference"]
+    measured = (r.get("figures") or {}).get(lab, {}).get(CELL[lab], {}).get(FIGURE[lab])
+    assert measured is not None, (r.get("pending"), r.get("timing"), r["problems"])  # a clear pass has its figure
+    printed = notebook_figure(lab, "reference")
+    print(f"{lab}: grader {measured[0]:.3f}x, notebook {printed['figure']:.3f}x ({printed['rounds']} rounds)")
+    assert abs(measured[0] / printed["figure"] - 1) <= 0.25, (measured, printed)
+
+
 def test_every_result_page_and_row_is_written(graded):
     lab, cfg, _, _, results = graded
     assert set(results) == {"reference"}

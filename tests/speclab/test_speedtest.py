@@ -135,7 +135,7 @@ def test_batch_speedup_draws_a_fresh_pair_before_every_call_from_a_generator_of_
 @pytest.mark.slow
 def test_batch_speedup_fails_a_loop_in_disguise():
     """A 'vectorised' sampler that loops in Python over every row, three draws a row, is slower per row
-    than draws_loop's two: clearly below 30x, so a fail at the first look (7 rounds of about a second;
+    than draws_loop's two: clearly below the bar (12x), so a fail at the first look (7 rounds of about a second;
     the budget leaves room for them on a busy machine)."""
     def looping(p, q, rng):
         return np.array([rng.choice(p.shape[1], p=q[b]) + 0 * rng.random() + 0 * rng.random()

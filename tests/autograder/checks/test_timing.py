@@ -35,12 +35,40 @@ def test_thresholds_by_hand():
     assert timing.alpha_at(7) == timing.LOOK_ALPHAS[0] and timing.alpha_at(8) == timing.LOOK_ALPHAS[1]
 
 
+def test_pass_thresholds_spend_their_own_budget():
+    """A pass needs 7 of 7, 9 of 10, 12 of 14, 15 of 18 or 18 of 22 rounds at or above the bar: the smallest
+    count whose probability under Binom(n, 1/2) (a median exactly at the bar) is within the look's budget."""
+    passes = [timing.thresholds(n, a, b)[1] for n, a, b in zip(timing.LOOKS, timing.LOOK_ALPHAS, timing.PASS_ALPHAS)]
+    assert passes == [7, 9, 12, 15, 18]
+    for n, b, y in zip(timing.LOOKS, timing.PASS_ALPHAS, passes):
+        assert stats.binom.sf(y - 1, n, 0.5) <= b < stats.binom.sf(y - 2, n, 0.5)
+    fails = [timing.thresholds(n, a, b)[0] for n, a, b in zip(timing.LOOKS, timing.LOOK_ALPHAS, timing.PASS_ALPHAS)]
+    assert fails == [0, 0, 1, 2, 3]  # the fail side is the symmetric test's, unchanged
+    assert timing.verdict([1.5] * 9 + [1.1], 1.3) == "pass"  # 9 of 10: was inconclusive when the sides mirrored
+    assert timing.verdict([1.5] * 8 + [1.1] * 2, 1.3) == "inconclusive"
+
+
 def test_verdicts():
     assert timing.verdict([1.5] * 7, 1.3) == "pass"
     assert timing.verdict([1.1] * 7, 1.3) == "fail"
     assert timing.verdict([1.5] * 6 + [1.1], 1.3) == "inconclusive"
     assert timing.verdict([1.1] * 4, 1.3) == "inconclusive"  # 4 rounds can never be clear at this level
     assert timing.verdict([1.3] * 7, 1.3) == "pass"  # at the bar counts as meeting it
+
+
+def test_false_pass_and_the_chance_of_deciding_computed_exactly():
+    """Code whose rounds are at or above the bar half the time is passed with probability 1.9 % (exact), within
+    the Bonferroni budget ALPHA_PASS (3.1 %); code at or above the bar in 90 % of its rounds is decided (passed)
+    at the first look with probability 0.48 and by the last with 0.96, by the sum over every path of the test."""
+    fp = timing.pass_probability(0.5)
+    assert fp == pytest.approx(0.0188, abs=5e-4) and fp <= timing.ALPHA_PASS <= 0.032
+    # by hand at the first look: all 7 rounds above the bar
+    assert timing.outcome_probabilities(0.1)[0][1] == pytest.approx(0.9 ** 7)
+    assert timing.decided_by(0.1, 7) == pytest.approx(0.9 ** 7 + 0.1 ** 7)
+    assert timing.decided_by(0.1, 22) == pytest.approx(0.959, abs=1e-3)
+    assert timing.decided_by(0.0, 7) == pytest.approx(1.0)
+    assert timing.pass_probability(0.1) + timing.power(0.1) <= 1 + 1e-12
+    assert timing.pass_probability(0.7) < timing.pass_probability(0.5) < timing.pass_probability(0.3)
 
 
 def test_false_failure_and_power_computed_exactly():
@@ -185,3 +213,45 @@ def test_figures_are_kept_only_while_the_grader_measures_and_per_thread():
     assert mine == {"speed-up": (3.5, "desc")} and seen["other"] == {"other": (2.0, "asc")}
     with pytest.raises(ValueError, match="order"):
         timing.figure("x", 1.0, "up")
+
+
+# ----------------------------------------------------------------------------- clocks
+def _spin(cpu_s: float) -> None:
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < cpu_s:
+        pass
+
+
+def test_the_graders_clocks_charge_the_student_its_own_clock_and_the_course_its_thread():
+    """cpu_clocks: a student's label is timed by the student's clock (in the pipeline its control group's CPU
+    time), the course's by this thread's CPU time: a course call that sleeps costs it nothing, one that works
+    costs what it worked, and whatever another thread of the grader burns meanwhile is not counted."""
+    reads = iter([10.0, 10.25])
+    with timing.student_clock(lambda: next(reads)):
+        clock_of = timing.cpu_clocks({"mine"})
+        assert clock_of("mine")(lambda: None) == pytest.approx(0.25)  # read from the student's clock alone
+        assert clock_of("course")(lambda: time.sleep(0.2)) < 0.05  # waiting is no work
+        busy = threading.Thread(target=_spin, args=(0.3,))
+        busy.start()
+        worked = clock_of("course")(lambda: _spin(0.1))
+        busy.join()
+        assert 0.1 <= worked < 0.25, worked  # its own 0.1 s, not the other thread's
+
+
+def test_wall_clocks_where_the_student_clock_is_a_wall_clock_or_the_device_a_gpu():
+    from speclab.clock import wall_time
+
+    with timing.student_clock(time.perf_counter, cpu=False):  # a machine without control groups
+        assert timing.cpu_clocks({"mine"})("course") is wall_time and timing.cpu_clocks({"mine"})("mine") is wall_time
+    assert timing.cpu_clocks({"mine"}, "cuda")("course") is wall_time
+    assert timing.cpu_clocks({"mine"})("course") is not wall_time  # in-process, on a CPU: CPU time
+
+
+def test_paired_rounds_time_cpu_work_on_a_cpu():
+    """On a CPU (the notebook's speed cells and the grader alike) a round's time is CPU time: a call that sleeps
+    a tenth of a second measures under 0.05 s, so a loaded machine that keeps a call waiting does not make it
+    look slower."""
+    rounds = timing.paired_rounds([lambda: time.sleep(0.1), lambda: _spin(0.05)], ["sleeps", "works"],
+                                  lambda r: True, budget_s=5)
+    assert all(t < 0.05 for t in rounds.column("sleeps")), rounds.times
+    assert all(t >= 0.05 for t in rounds.column("works")), rounds.times
