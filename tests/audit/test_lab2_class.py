@@ -99,7 +99,7 @@ def test_the_reference_keeps_every_point(graded):
     """23/23, none of it held pending. Its timed cells are timed after the class's other checks, alone, first in
     line for the CPU (bounds.first_in_line), and once more if unclear. How often that fails, under the same two
     busy loops: a clear false failure of the speed-up cell has probability <= 2.5 % per timing by the sign test's
-    design (for a decoder exactly at the bar; the reference's per-round medians are 1.5x to 2x against 1.3x),
+    design (for a decoder exactly at the bar; the reference's per-round medians are 1.7x to 2x against 1.2x, counted in CPU time),
     and `python -m autograder.audit.timing_load` found its first timing clear in 20 of 20 gradings."""
     _, _, results = graded
     r = results["reference"]
