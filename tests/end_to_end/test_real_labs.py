@@ -79,8 +79,8 @@ def test_the_graders_speed_figure_is_the_one_the_notebook_prints(graded):
     """Lab 1: the figure the grader measured for the reference's speed cell, through the sandbox's wire, is within
     25 % of the one the notebook's speed cell prints, run here in a fresh interpreter as a student's kernel runs it
     (autograder/audit/timing_agreement.py, `notebook_figure`). Both count CPU time, so the suite's other test
-    process moves neither much (the audit: 0.79-1.00 of the notebook's figure with two busy loops beside the
-    grader); a grader that timed the wire's round trip by the wall clock measured 0.74-1.10 of it on a quiet
+    process moves neither much (the audit `timing_agreement` reports both, quiet and with two busy loops beside
+    the grader); a grader that timed the wire's round trip by the wall clock measured 0.74-1.10 of it on a quiet
     machine (issue 48). Lab 2's figure moves under load by up to a third, in the notebook as in the grader
     (audit `timing_agreement`, where its agreement is checked quiet), so the suite, which runs beside its own
     other tests, checks Lab 1's only."""
