@@ -274,3 +274,36 @@ def test_a_decoder_that_returns_its_first_answer_again_fails_the_output_check(pa
 
     with pytest.raises(AssertionError, match=r"speculative_decode in timed round 1 \(k=2\): expected the target's"):
         speedtest.decoder_speedup(replaying, target, draft, ks=(2,), n_new=8, budget_s=0.0, hard_limit_s=600.0)
+
+
+class _NearTie:
+    """A stand-in target: everywhere token 1 is the argmax, token 2 a near-tie (1e-6 below), the rest 1 below."""
+
+    device = None
+
+    def new_cache(self, batch, max_len):
+        return None
+
+    def __call__(self, x, positions, cache):
+        import torch
+
+        logits = torch.zeros(1, x.shape[1], 5)
+        logits[0, :, 1], logits[0, :, 2] = 1.0, 1.0 - 1e-6
+        return logits
+
+
+def test_a_near_tie_broken_the_other_way_is_greedy_and_a_lower_token_is_not():
+    """The output check of Lab 2's speed test reads each new token against the target's logits given the tokens
+    before it: a token within GREEDY_TOL of the best is greedy (float32 sums taken in another order, a verify of
+    k + 1 tokens against one-token steps, can flip a near-tie: the audit saw the reference fail so, once in 24
+    gradings, when the check compared with the baseline's own tokens), a token 1 below is not, and neither is one
+    outside the vocabulary."""
+    import torch
+
+    from speclab.speedtest import GREEDY_TOL, _greedy_gap
+
+    prompt = torch.tensor([0, 0, 0])
+    assert _greedy_gap(_NearTie(), prompt, [1, 2, 1, 2]) is None
+    assert _greedy_gap(_NearTie(), prompt, [1, 2, 3, 1]) == (2, pytest.approx(1.0))
+    assert _greedy_gap(_NearTie(), prompt, [1, 7]) == (1, float("inf"))
+    assert 1e-6 < GREEDY_TOL < 1e-2  # a near-tie, and nothing like a different token
