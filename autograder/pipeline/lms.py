@@ -20,11 +20,12 @@ import format carries.
 """
 from __future__ import annotations
 
-import csv
 import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from .untrusted import csv_writer
 
 CANVAS_RE = re.compile(r"^(?P<name>[a-z][a-z0-9]*)_(?P<late>late_)?(?P<user>\d+)_(?P<sub>\d+)_(?P<file>.+)$",
                        re.IGNORECASE)
@@ -101,7 +102,7 @@ def write_exports(out: Path, lab: str, results: list[dict]) -> list[Path]:
     if canvas:
         path = out / "grades_canvas.csv"
         with open(path, "w", newline="") as f:
-            w = csv.writer(f)
+            w = csv_writer(f)
             w.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", lab])
             w.writerow(["Points Possible", "", "", "", "", f"{max_score:g}"])
             for s, rec in sorted(canvas.items()):
@@ -112,7 +113,7 @@ def write_exports(out: Path, lab: str, results: list[dict]) -> list[Path]:
     if moodle:
         path = out / "grades_moodle.csv"
         with open(path, "w", newline="") as f:
-            w = csv.writer(f)
+            w = csv_writer(f)
             w.writerow(["Identifier", "Full name", "Grade", "Maximum Grade"])
             for s, rec in sorted(moodle.items()):
                 score = by_student.get(s, {}).get("score")
@@ -121,7 +122,7 @@ def write_exports(out: Path, lab: str, results: list[dict]) -> list[Path]:
         written.append(path)
     path = out / "lms.csv"
     with open(path, "w", newline="") as f:
-        w = csv.writer(f)
+        w = csv_writer(f)
         w.writerow(["student", "platform", "id", "name", "late", "files"])
         for s, rec in sorted(records.items()):
             w.writerow([s, rec.platform, rec.lms_id, rec.name, "late" if rec.late else "", " ".join(rec.files)])

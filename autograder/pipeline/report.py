@@ -17,11 +17,11 @@ from autograder.checks.timing import UNDECIDED_MARK
 from .config import Config
 from .nbgrader import gradebook_layout, in_lab_order
 from .results import pending_column, timing_column, timing_notes
+from .untrusted import csv_writer, visible
 
 def merge(cfg: Config, layout: dict, results: list[dict], progress: bool = False) -> None:
     """grades.csv and a class gradebook.db from the result files, in student order; columns in
     the lab's order. Skipped when neither the results nor the lab changed since the last merge."""
-    import csv
     import warnings
 
     results = sorted(results, key=lambda r: r["student"])
@@ -35,7 +35,7 @@ def merge(cfg: Config, layout: dict, results: list[dict], progress: bool = False
     cols = [(nb, g) for nb in layout for g in layout[nb]]
     tmp = cfg.out / "grades.csv.tmp"
     with open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
+        w = csv_writer(f)
         w.writerow(["student", "score", "max_score", "percent", *[f"{nb}:{g}" for nb, g in cols], "timing",
                     "pending", "problems"])
         for r in results:
@@ -99,7 +99,7 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
 
     lines = []
     results = sorted(results, key=lambda r: r["student"])
-    width = max([7] + [len(r["student"]) for r in results])
+    width = max([7] + [len(visible(r["student"])) for r in results])
     undecided = []  # (student, note) for each timed section that could not decide
     with_problems = 0
     lines.append(f"{'student':<{width}}  {'score':>7}  problems")
@@ -108,9 +108,9 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
         problems = [p for p in r["problems"] if p not in timed]
         undecided += [(r["student"], n) for n in r["problems"] if n in timed]
         with_problems += bool(problems)
-        first = head(problems[0]) if problems else ""
-        lines.append(f"{r['student']:<{width}}  {r['score']:>3g}/{r['max_score']:<3g}  {first}")
-        lines += [f"{'':<{width}}  {'':>7}  {head(p)}" for p in problems[1:]]
+        first = visible(head(problems[0])) if problems else ""
+        lines.append(f"{visible(r['student']):<{width}}  {r['score']:>3g}/{r['max_score']:<3g}  {first}")
+        lines += [f"{'':<{width}}  {'':>7}  {visible(head(p))}" for p in problems[1:]]
     if results:
         s = [r["score"] for r in results]
         lines.append(f"{len(results)} students graded; mean {statistics.mean(s):.2f}, min {min(s):g}, "
@@ -119,7 +119,8 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
     if undecided:
         lines.append(f"{len(undecided)} timing{'s' if len(undecided) > 1 else ''} without a clear verdict (neither "
                      f"given nor taken; one with points at stake was timed again alone at the end of the run):")
-        lines += [f"  {student}: {head(note.replace(f'{UNDECIDED_MARK} ', ''), 200)}" for student, note in undecided]
+        lines += [f"  {visible(student)}: {visible(head(note.replace(f'{UNDECIDED_MARK} ', ''), 200))}"
+                  for student, note in undecided]
     held = [r for r in results if r.get("pending")]
     if held:
         total = sum(float(pending_column(r)) for r in held)
@@ -127,7 +128,7 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
                      f"{'s' if len(held) > 1 else ''} held back, the timing still unclear when timed again alone; "
                      f"neither given nor taken. Time them again on a quiet machine: python -m autograder grade "
                      f"{cfg.lab} {cfg.submissions} --retime")
-        lines += [f"  {r['student']}: {pending_column(r)} pending ("
+        lines += [f"  {visible(r['student'])}: {pending_column(r)} pending ("
                   + ", ".join(g for cells in r["pending"].values() for g in cells) + ")" for r in held]
     if cfg.unsafe:
         lines.append("warning: graded WITHOUT the sandbox (--unsafe): students' code ran with the grader's "
