@@ -255,7 +255,12 @@ class _Untimed:
         cells, opinions = self.layout[name], dict(judged)
         rerun = {g for g in unjudged if self.scores[name][g]}  # the cells only a clean re-run can judge
         if self.cfg.recheck and rerun:
-            opinions.update({g: v for g, v in self.recheck(name, rerun).items() if g in unjudged})
+            rechecked = self.recheck(name, rerun)
+            # a cell the re-run recorded nothing for has no second opinion: it never keeps nbgrader's score,
+            # which came from a kernel the student controlled
+            opinions.update({g: rechecked.get(g, (False, f"{results.NOT_REACHED} (the clean re-run of the "
+                                                          f"notebook recorded nothing for this cell)"))
+                             for g in rerun})
         self.scores[name], notes = results.lower_of(name, self.scores[name], opinions, set(judged), set(self.deferred))
         self.problems += notes + results.timing_notes(name, self.undecided.get(name, {}))
         self.time_later(name)  # a cell that scored nothing is judged too, for its message
