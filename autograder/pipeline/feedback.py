@@ -23,6 +23,7 @@ import html
 import json
 import os
 import re
+import secrets
 from functools import lru_cache
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from autograder.inside.recheck import capped
 from .results import PENDING_MARK
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-RENDER_VERSION = "6"  # bump when the page changes, so that cached pages are written again
+RENDER_VERSION = "7"  # bump when the page changes, so that cached pages are written again
 TEMPLATES = Path(__file__).with_name("templates")
 
 
@@ -226,8 +227,8 @@ def cell_messages(verdict: str, problems: list[str], gid: str) -> list[str]:
 
 # ----------------------------------------------------------------------------- the page
 @lru_cache(maxsize=1)
-def mathjax_script() -> str | None:
-    """MathJax 3 (TeX input, SVG output, every TeX extension bundled: nothing is fetched), inlined."""
+def _mathjax_code() -> str | None:
+    """MathJax 3 (TeX input, SVG output, every TeX extension bundled: nothing is fetched), or None."""
     try:
         from importlib.metadata import distribution
 
@@ -236,11 +237,19 @@ def mathjax_script() -> str | None:
         code = path.read_text()
     except Exception:  # noqa: BLE001 - not installed: the page falls back to nbconvert's CDN copy
         return None
+    return code.replace("</script", "<\\/script")  # cannot end the inline script early
+
+
+def mathjax_script(nonce: str = "") -> str | None:
+    """MathJax 3, inlined as two scripts carrying the page's nonce (its CSP runs no other script)."""
+    code = _mathjax_code()
+    if code is None:
+        return None
     config = ("window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], displayMath: [['$$', '$$'], "
               "['\\\\[', '\\\\]']], processEscapes: true, processEnvironments: true}, svg: {fontCache: 'global'}, "
               "options: {ignoreHtmlClass: 'tex2jax_ignore', processHtmlClass: 'tex2jax_process'}};")
-    code = code.replace("</script", "<\\/script")  # cannot end the inline script early
-    return f"<script>{config}</script>\n<script>{code}</script>"
+    attr = f' nonce="{nonce}"' if nonce else ""
+    return f"<script{attr}>{config}</script>\n<script{attr}>{code}</script>"
 
 
 STYLE = """
@@ -301,8 +310,79 @@ def message_html(text: str) -> str:
 
 
 
-def _raw(html_text: str) -> dict:
-    return {"cell_type": "raw", "metadata": {"raw_mimetype": "text/html", "speclab": True},
+# ----------------------------------------------------------------------------- student content, as data
+# A graded notebook is the student's: every cell's source, metadata and outputs. The page keeps of it only
+# what it shows, each as text or through the sanitiser: cell metadata is dropped (its tags would reach class
+# attributes, its `speclab` key could pose as the grader's own HTML), outputs keep only the MIME types below,
+# their values joined into text, their metadata dropped (an image's width and height reach attributes), and
+# execution counts are numbers. Every HTML fragment of the student's (Markdown, HTML output, raw cells) goes
+# through `safe_html`, nh3 (the Rust `ammonia` sanitiser) used as its documentation says: no scripts, no
+# event handlers, no styles; the grader's own fragments are raw cells marked with a nonce drawn per page.
+OUTPUT_TYPES = ("text/plain", "text/markdown", "text/html", "text/latex", "image/png", "image/jpeg", "image/svg+xml")
+GRADER_CLASS = "speclab"  # the grader's own classes start with it: never on a student's element
+
+
+def _keep_class(tag: str, attribute: str, value: str) -> str | None:
+    """nh3's attribute filter: a student's classes, less any of the grader's (a forged score box)."""
+    if attribute != "class":
+        return value
+    kept = [c for c in value.split() if not c.lower().startswith(GRADER_CLASS)]
+    return " ".join(kept) or None
+
+
+def safe_html(fragment) -> str:
+    """A fragment of the student's HTML made inert: the tags and URL schemes nh3 allows by default, `class`
+    (less the grader's) on every tag for code highlighting, no `id`, `style` or event handler."""
+    import nh3
+
+    text = fragment.decode() if isinstance(fragment, bytes) else str(fragment)
+    return nh3.clean(text, attributes={**nh3.ALLOWED_ATTRIBUTES, "*": {"class"}}, attribute_filter=_keep_class)
+
+
+def _text(value) -> str:
+    """An output's value as one string: nbformat keeps multi-line values as lists of lines."""
+    return "".join(str(v) for v in value) if isinstance(value, list) else str(value)
+
+
+def _count(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _output(o: dict) -> dict | None:
+    """One output of the student's notebook as the page shows it, or None when nothing of it can be shown."""
+    kind = o.get("output_type")
+    if kind == "stream":
+        return {"output_type": "stream", "name": "stderr" if o.get("name") == "stderr" else "stdout",
+                "text": _text(o.get("text", ""))}
+    if kind == "error":
+        return {"output_type": "error", "ename": str(o.get("ename", "Error")), "evalue": str(o.get("evalue", "")),
+                "traceback": [str(t) for t in o.get("traceback", []) if isinstance(t, str)]}
+    if kind in ("display_data", "execute_result"):
+        data = {m: _text(v) for m, v in (o.get("data") or {}).items() if m in OUTPUT_TYPES}
+        if not data:
+            shown = ", ".join(sorted(str(m) for m in (o.get("data") or {})))[:200]
+            return {"output_type": "stream", "name": "stdout", "text": f"(an output of type {shown}: not shown here)\n"}
+        out = {"output_type": kind, "data": data, "metadata": {}}
+        if kind == "execute_result":
+            out["execution_count"] = _count(o.get("execution_count"))
+        return out
+    return None
+
+
+def _cell(cell: dict) -> dict:
+    """One cell of the student's notebook with nothing but what the page shows (module comment above)."""
+    kind = cell.get("cell_type") if cell.get("cell_type") in ("code", "markdown", "raw") else "raw"
+    out = {"cell_type": kind, "metadata": {}, "source": _text(cell.get("source", "")),
+           "id": "c" + secrets.token_hex(6)}
+    if kind == "code":
+        out["execution_count"] = _count(cell.get("execution_count"))
+        out["outputs"] = [x for x in (_output(o) for o in cell.get("outputs", []) if isinstance(o, dict)) if x]
+    return out
+
+
+def _raw(html_text: str, nonce: str) -> dict:
+    """The grader's own HTML, marked with the page's nonce (the template shows it as it is, and only it)."""
+    return {"cell_type": "raw", "metadata": {"raw_mimetype": "text/html", "speclab": nonce},
             "source": html_text, "id": "speclab-" + hashlib.sha1(html_text.encode()).hexdigest()[:10]}
 
 
@@ -321,19 +401,17 @@ def _strip_hidden(source: str) -> str:
 
 
 def student_view(nb: dict, verdicts: dict[str, str], scores: dict[str, float], layout: dict[str, float],
-                 names: dict[str, tuple[str, str]], problems: list[str]) -> dict:
+                 names: dict[str, tuple[str, str]], problems: list[str], nonce: str) -> dict:
     """The graded notebook as the student may see it: hidden tests cut, tracebacks reduced to
-    their message, a heading above each test cell."""
-    nb = copy.deepcopy(nb)
+    their message, a heading above each test cell (the grader's HTML, marked with `nonce`), and of the
+    student's cells only what the page shows (`_cell`)."""
     cells = []
-    for cell in nb.get("cells", []):
-        for key in ("source", "text"):
-            if isinstance(cell.get(key), list):
-                cell[key] = "".join(cell[key])
-        for o in cell.get("outputs", []):
-            if isinstance(o.get("text"), list):
-                o["text"] = "".join(o["text"])
-        meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+    for original in nb.get("cells", []) if isinstance(nb.get("cells"), list) else []:
+        if not isinstance(original, dict):
+            continue
+        meta = (original.get("metadata") or {}).get("nbgrader") or {}
+        meta = meta if isinstance(meta, dict) else {}
+        cell = _cell(original)
         gid = meta.get("grade_id")
         if meta.get("grade") and not meta.get("solution") and gid in layout:
             src = "".join(cell.get("source", ""))
@@ -349,15 +427,14 @@ def student_view(nb: dict, verdicts: dict[str, str], scores: dict[str, float], l
                 f'<div class="speclab-test{"" if ok else " fail"}" id="{html.escape(gid)}"><b>{html.escape(part)}</b>'
                 f" &mdash; {_inline(what)} <span style='float:right' class='{'speclab-ok' if ok else 'speclab-fail'}'>"
                 f"{got:g} / {pts:g} points</span>"
-                + "".join(f'<div class="msg">{message_html(m)}</div>' for m in msgs if m) + "</div>"))
+                + "".join(f'<div class="msg">{message_html(m)}</div>' for m in msgs if m) + "</div>", nonce))
         elif cell.get("cell_type") == "code":
             cell["outputs"] = [o if o.get("output_type") != "error" else
                                {"output_type": "stream", "name": "stderr",
                                 "text": "\n".join(ANSI.sub("", t) for t in o.get("traceback", [])[-3:]) or _error_text(o)}
                                for o in cell.get("outputs", [])]
         cells.append(cell)
-    nb["cells"] = cells
-    return nb
+    return {"cells": cells, "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
 
 
 def summary_box(student: str, lab: str, result: dict, layout: dict, names: dict, rules: dict | None = None) -> str:
@@ -400,13 +477,19 @@ class Renderer:
         from nbconvert import HTMLExporter
 
         self.mathjax = mathjax_script()
-        self.exporter = HTMLExporter(extra_template_basedirs=[str(TEMPLATES)], template_name="speclab_feedback")
+        # sanitize_html: nbconvert's documented switch (Markdown, HTML and Markdown outputs, raw cells go through
+        # its clean_html filter; JavaScript outputs are not drawn); the filter is nh3's (`safe_html`)
+        self.exporter = HTMLExporter(extra_template_basedirs=[str(TEMPLATES)], template_name="speclab_feedback",
+                                     sanitize_html=True, filters={"clean_html": safe_html})
 
-    def page(self, nb: dict) -> str:
+    def page(self, nb: dict, nonce: str) -> str:
+        """The page of `nb`; `nonce` marks the grader's raw cells and its scripts (the page's CSP allows no other)."""
         import nbformat
 
         node = nbformat.from_dict(nb)
-        body, _ = self.exporter.from_notebook_node(node, resources={"speclab_mathjax": self.mathjax or ""})
+        body, _ = self.exporter.from_notebook_node(node, resources={
+            "speclab_mathjax": (mathjax_script(nonce) or "") if self.mathjax else "",
+            "speclab_nonce": nonce})
         return body
 
 
@@ -419,11 +502,14 @@ def render_page(renderer: Renderer, course: Path, lab: str, nb_name: str, result
         nb = _read_nb(graded) if graded and graded.exists() else release_nb
     except (OSError, ValueError):
         nb = release_nb
+    nonce = secrets.token_hex(16)
     view = student_view(nb, cell_verdicts(nb), result["scores"].get(nb_name, {}), layout[nb_name], names[nb_name],
-                        [p.split(" ", 1)[1] if p.startswith(f"{nb_name}.ipynb ") else p for p in result["problems"]])
-    view["cells"].insert(0, _raw(summary_box(result["student"], lab, result, {nb_name: layout[nb_name]}, names, rules)))
-    view.setdefault("metadata", {})["title"] = f"{lab}: feedback for {result['student']}"
-    return renderer.page(view)
+                        [p.split(" ", 1)[1] if p.startswith(f"{nb_name}.ipynb ") else p for p in result["problems"]],
+                        nonce)
+    view["cells"].insert(0, _raw(summary_box(result["student"], lab, result, {nb_name: layout[nb_name]}, names, rules),
+                                 nonce))
+    view["metadata"]["title"] = f"{lab}: feedback for {result['student']}"
+    return renderer.page(view, nonce)
 
 
 def _stamp(result: dict, graded: Path | None, mathjax: bool) -> str:
