@@ -3,7 +3,8 @@
 - `speclab-grade LAB SUBMISSIONS [options]` (installed with the package; the same as
   `python -m autograder grade ...`): grade a class, from any folder;
 - `python -m autograder gradescope LAB [--zip F]`: a Gradescope autograder zip for one lab;
-- `python -m autograder student-release [--dest DIR]`: the student edition (folder + zip).
+- `python -m autograder student-release [--dest DIR]`: the student edition (folder + zip);
+- `python -m autograder clean OUT`: remove what a stopped run left behind (pipeline/cleanup.py).
 
 The environment variables the grader honours (SPECLAB_COURSE, SPECLAB_SANDBOX, SPECLAB_BWRAP) are read
 here, once, into the run's Config; nothing below the command line reads them.
@@ -87,12 +88,23 @@ def main(argv: list[str] | None = None) -> int:
     gs.add_argument("--visibility", default="visible", choices=("hidden", "after_due_date", "after_published",
                                                                  "visible"),
                     help="when students see the per-test results (Gradescope's visibility)")
+    cl = sub.add_parser("clean", help="remove what a stopped grading run left behind (control groups of graders "
+                                      "that are gone, scratch mounts nobody grades in)")
+    cl.add_argument("out", type=Path, help="the run's output folder (--out of `grade`)")
     sr = sub.add_parser("student-release", help="write the student edition (folder and zip)")
     sr.add_argument("--course", type=Path, default=None)
     sr.add_argument("--dest", type=Path, default=None, help="default COURSE/dist/student (+ .zip beside it)")
     a = ap.parse_args(argv)
     if a.command == "grade":
         return _grade(a)
+    if a.command == "clean":
+        from .pipeline.cleanup import sweep
+
+        if not a.out.is_dir():
+            raise SystemExit(f"{a.out}: no such folder")
+        lines = sweep(a.out)
+        print("\n".join(lines) if lines else f"{a.out}: nothing left behind")
+        return 0
     if a.command == "gradescope":
         from .export.gradescope import build_zip
 

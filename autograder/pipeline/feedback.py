@@ -17,7 +17,6 @@ results, so both say the same thing.
 from __future__ import annotations
 
 import ast
-import copy
 import hashlib
 import html
 import json

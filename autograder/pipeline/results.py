@@ -335,6 +335,12 @@ def publish(out: Path, lab: str, root: Path, student: str, result: dict, verdict
         shutil.rmtree(verdict_scratch, ignore_errors=True)
 
 
+def is_current(old: dict | None, submission_sha256: str, version: str, unsafe: bool) -> bool:
+    """Whether a result stands: the same submission, graded by the same grading code, at least as safely."""
+    return bool(old) and old.get("submission_sha256") == submission_sha256 and old.get("grader_version") == version \
+        and old.get("sandbox", False) >= (not unsafe)
+
+
 def load_result(out: Path, student: str) -> dict | None:
     try:
         return json.loads((out / "results" / f"{student}.json").read_text())

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from autograder.checks import hidden
 from autograder.sandbox import VERDICT_SLOTS, SandboxUnavailable, course_mounts, lock_down, python_paths, require
 
-from . import nbgrader, results
+from . import cleanup, nbgrader, results
 from .collect import collect, submission_hash
 from .config import Config, retime_command
 from .grade import sandbox_caps
@@ -39,6 +39,8 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
     cfg = replace(cfg, out=Path(cfg.out).resolve(),
                   run_key=cfg.run_key if cfg.run_key is not None else hidden.new_key())
     cfg.out.mkdir(parents=True, exist_ok=True)
+    for line in cleanup.sweep(cfg.out):  # what a stopped run left: control groups, scratch mounts
+        print(f"cleaned up: {line}", file=sys.stderr)
     students = collect(Path(cfg.submissions), cfg.lab, cfg.out)
     if cfg.only:
         unknown = set(cfg.only) - set(students)
@@ -93,8 +95,7 @@ def to_grade(cfg: Config, students: dict) -> list[str]:
             continue
         if cfg.retime:  # only the students whose timed points are held, graded again below, one at a time
             continue
-        if old and not cfg.force and old.get("submission_sha256") == submission_hash(folder) \
-                and old.get("grader_version") == version and old.get("sandbox", False) >= (not cfg.unsafe):
+        if not cfg.force and results.is_current(old, submission_hash(folder), version, cfg.unsafe):
             continue  # same submission, same grading code (and graded at least as safely): keep
         todo.append(s)
     return todo
