@@ -52,7 +52,10 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
     caps = sandbox_caps(cfg)
     umask = os.umask(0o077) if caps is not None and caps.mode == "uid" else None  # what the grader writes: private
     try:
-        return _grade_class(cfg, students, progress)
+        done = _grade_class(cfg, students, progress)
+        for line in cleanup.sweep(cfg.out):  # an earlier run's orphans this run waited for are gone by now
+            print(f"cleaned up: {line}", file=sys.stderr)
+        return done
     finally:
         if umask is not None:
             os.umask(umask)
