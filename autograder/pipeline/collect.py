@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import zipfile
@@ -21,24 +20,62 @@ if TYPE_CHECKING:
 STUDENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-def _unpack(submissions: Path, out: Path) -> Path:
-    """A zip is extracted (member paths checked) under OUT/unpacked; a folder is used as is."""
+UNPACK_MAX_BYTES = 4 << 30  # a class's zip unpacks to at most 4 GiB (its entries' declared sizes, then counted)
+UNPACK_MAX_ENTRIES = 100_000  # and at most this many entries
+NOTES = "collect_notes.json"  # what collecting refused, per entry, for the summary and lms.csv
+
+
+class ZipTooLarge(SystemExit):
+    """A zip that would unpack past the bounds: refused before anything is written (or, when an entry's
+    header lies about its size, as soon as it writes more than it declared)."""
+
+
+def _unpack(submissions: Path, out: Path, max_bytes: int = UNPACK_MAX_BYTES,
+            max_entries: int = UNPACK_MAX_ENTRIES) -> tuple[Path, list[dict]]:
+    """A zip is extracted under OUT/unpacked, within max_bytes and max_entries; a folder is used as is.
+    (where the submissions now are, the entries refused: {"entry", "student", "why"} each)."""
     if submissions.is_dir():
-        return submissions
+        return submissions, []
     if not zipfile.is_zipfile(submissions):
         raise SystemExit(f"{submissions}: neither a folder nor a zip file")
     dest = out / "unpacked"
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
+    refused = []
     with zipfile.ZipFile(submissions) as zf:
-        for info in zf.infolist():
+        infos = zf.infolist()
+        declared = sum(i.file_size for i in infos)
+        if len(infos) > max_entries or declared > max_bytes:
+            raise ZipTooLarge(f"{submissions}: refused, nothing unpacked: {len(infos)} entries that would unpack to "
+                              f"{declared / 2**20:.0f} MB, over the bounds of {max_entries} entries and "
+                              f"{max_bytes / 2**20:.0f} MB. Unpack it yourself if it is genuine, and grade the folder")
+        root = dest.resolve()
+        for info in infos:
             target = (dest / info.filename).resolve()
-            if not str(target).startswith(str(dest.resolve()) + os.sep) or info.is_dir():
-                continue  # absolute or ../ paths are dropped
+            if not target.is_relative_to(root) or target == root:
+                refused.append({"entry": info.filename, "student": _student_of_entry(info.filename),
+                                "why": "its path leaves the submissions' folder (absolute, or with ..)"})
+                continue
+            if info.is_dir():
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(info) as src, open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-    return dest
+                left = info.file_size
+                while chunk := src.read(min(1 << 20, left + 1)):
+                    left -= len(chunk)
+                    if left < 0:  # more bytes than the header declared
+                        raise ZipTooLarge(f"{submissions}: refused: entry {info.filename!r} unpacks to more than "
+                                          f"the {info.file_size} bytes it declares")
+                    dst.write(chunk)
+    return dest, refused
+
+
+def _student_of_entry(name: str) -> str:
+    """Whose an archive entry is, as its path says: its first folder, else its file's name before `__`."""
+    parts = [p for p in re.split(r"[/\\]", name) if p not in ("", ".", "..")]
+    if len(parts) > 1:
+        return parts[0]
+    return parts[0].split("__", 1)[0] if parts else ""
 
 
 def collect(submissions: Path, lab: str, out: Path) -> dict[str, Path]:
@@ -53,7 +90,7 @@ def collect(submissions: Path, lab: str, out: Path) -> dict[str, Path]:
     """
     from . import lms
 
-    base = _unpack(Path(submissions), out)
+    base, refused = _unpack(Path(submissions), out)
     if (base / "submitted").is_dir():
         base = base / "submitted"
     found: dict[str, Path] = {}
@@ -72,7 +109,17 @@ def collect(submissions: Path, lab: str, out: Path) -> dict[str, Path]:
     _refuse_what_names_no_student(submissions, base, lab, found, unrecognised)
     out.mkdir(parents=True, exist_ok=True)
     lms.save(out, records)
+    (out / NOTES).write_text(json.dumps({"refused": refused}, indent=1) + "\n")
     return dict(sorted(found.items()))
+
+
+def collect_notes(out: Path) -> list[str]:
+    """What collecting refused, one line each, naming the student (for the summary)."""
+    try:
+        refused = json.loads((Path(out) / NOTES).read_text()).get("refused", [])
+    except (OSError, ValueError):
+        return []
+    return [f"refused {r.get('entry')!r} of {r.get('student') or 'no student'}: {r.get('why')}" for r in refused]
 
 
 def _flat_files(base: Path, lab: str, out: Path, found: dict[str, Path]) -> tuple[dict[str, list], list[str]]:
@@ -172,6 +219,10 @@ def check_notebooks(folder: Path, expected: list[str], max_bytes: int) -> tuple[
             continue
         try:
             nb = json.loads(path.read_bytes())
+            if isinstance(nb, dict) and nb.get("nbformat") == 3:
+                nb = read_notebook(path)  # converted, or an error saying why it cannot be
+                problems.append(f"{name}.ipynb: saved in nbformat 3 (an old Jupyter); converted to nbformat 4 "
+                                f"by nbformat to grade it")
             if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
                 raise ValueError("no list of cells")
         except (ValueError, UnicodeDecodeError) as err:
@@ -182,3 +233,17 @@ def check_notebooks(folder: Path, expected: list[str], max_bytes: int) -> tuple[
         if p.stem not in expected and p not in usable.values():
             problems.append(f"{p.name}: extra notebook, ignored")
     return usable, problems
+
+
+def read_notebook(path: Path) -> dict:
+    """The notebook at `path` as nbformat 4 JSON: as it is, or, saved in nbformat 3, converted by nbformat
+    (`nbformat.reads(..., as_version=4)`, which upgrades it). ValueError when it cannot be read."""
+    nb = json.loads(path.read_bytes())
+    if isinstance(nb, dict) and nb.get("nbformat") == 3:
+        import nbformat
+
+        try:
+            nb = json.loads(nbformat.writes(nbformat.reads(path.read_text(), as_version=4)))
+        except Exception as err:  # noqa: BLE001 - nbformat's errors are many; each means "cannot convert"
+            raise ValueError(f"an nbformat 3 notebook nbformat cannot convert: {err}") from None
+    return nb

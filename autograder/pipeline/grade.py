@@ -41,7 +41,7 @@ from autograder.sandbox import bounds as bounds_
 from autograder.sandbox.student import StudentBounds
 
 from . import judge, nbgrader, results
-from .collect import check_notebooks, submission_hash
+from .collect import check_notebooks, read_notebook, submission_hash
 from .config import Config, retime_command
 from .normalise import normalise
 
@@ -161,7 +161,7 @@ class _Untimed:
         dest.mkdir(parents=True)
         for name, path in usable.items():
             release = json.loads((template / "labs" / lab / f"{name}.ipynb").read_text())
-            fixed, lines = normalise(json.loads(path.read_bytes()), release)
+            fixed, lines = normalise(read_notebook(path), release)
             problems += [f"{name}.ipynb {line}" for line in lines]
             self.pristine[name] = json.dumps(fixed, indent=1)
             (dest / f"{name}.ipynb").write_text(self.pristine[name])
@@ -321,7 +321,7 @@ def _time_cells(cfg: Config, layout: dict, student: str, folder: Path, slot: int
             judged_all[name] = ({g: (False, f"{results.NOT_REACHED} (the notebook is gone)") for g in cells}, {}, {})
             continue
         release = json.loads((template / "labs" / lab / f"{name}.ipynb").read_text())
-        fixed, _ = normalise(json.loads(usable[name].read_bytes()), release)
+        fixed, _ = normalise(read_notebook(usable[name]), release)
         with timing_.pausing(pause) if pause else nullcontext(), \
                 timing_.student_clock(work, cpu=bounded.group is not None), \
                 bounds_.beside(bounded.group), bounds_.first_in_line(bounded.group):

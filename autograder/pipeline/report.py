@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from autograder.checks.timing import UNDECIDED_MARK
 
+from .collect import collect_notes
 from .config import Config
 from .nbgrader import gradebook_layout, in_lab_order
 from .results import pending_column, timing_column, timing_notes
@@ -130,6 +131,10 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
                      f"{cfg.lab} {cfg.submissions} --retime")
         lines += [f"  {visible(r['student'])}: {pending_column(r)} pending ("
                   + ", ".join(g for cells in r["pending"].values() for g in cells) + ")" for r in held]
+    refused = collect_notes(cfg.out)
+    if refused:
+        lines.append(f"{len(refused)} entr{'ies' if len(refused) > 1 else 'y'} of the submissions not graded:")
+        lines += [f"  {visible(line)}" for line in refused]
     if cfg.unsafe:
         lines.append("warning: graded WITHOUT the sandbox (--unsafe): students' code ran with the grader's "
                      "rights, could read the solutions and could forge its result")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import zipfile
 from pathlib import Path
@@ -141,3 +142,67 @@ def test_a_class_not_from_a_platform_writes_no_import_files(tmp_path):
     collect(tmp_path / "subs", "lab1", out)
     assert lms.write_exports(out, "lab1", [{"student": "alice", "score": 1.0, "max_score": 20.0}]) == []
     assert not (out / "grades_canvas.csv").exists()
+
+
+# ----------------------------------------------------------------------------- untrusted archives (issue 49)
+def test_a_zip_bomb_is_refused_before_anything_is_written(tmp_path):
+    """100 MB of zeros in one entry (about 100 KB compressed), against a bound of 50 MB: refused with the sizes and
+    the bound, and OUT/unpacked holds nothing. The bound by default: 4 GiB and 100,000 entries."""
+    C = importlib.import_module("autograder.pipeline.collect")
+
+    bomb = tmp_path / "class.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("alice/lab1.ipynb", NB)
+        z.writestr("bob/lab1.ipynb", b"\0" * (100 << 20))
+    assert bomb.stat().st_size < 1 << 20
+    with pytest.raises(C.ZipTooLarge, match="would unpack to 100 MB, over the bounds of .* 50 MB"):
+        C._unpack(bomb, tmp_path / "out", max_bytes=50 << 20)
+    assert not any((tmp_path / "out" / "unpacked").rglob("*"))
+    assert C.UNPACK_MAX_BYTES == 4 << 30 and C.UNPACK_MAX_ENTRIES == 100_000
+
+
+def test_an_entry_that_lies_about_its_size_stops_at_what_it_declared(tmp_path):
+    C = importlib.import_module("autograder.pipeline.collect")
+
+    liar = tmp_path / "class.zip"
+    with zipfile.ZipFile(liar, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("bob/lab1.ipynb", b"x" * 4096)
+    raw = bytearray(liar.read_bytes())
+    # the central directory's "uncompressed size" of the one entry: say 16 bytes (the local header keeps 4096)
+    cd = raw.rfind(b"PK\x01\x02")
+    raw[cd + 24:cd + 28] = (16).to_bytes(4, "little")
+    liar.write_bytes(bytes(raw))
+    with pytest.raises((C.ZipTooLarge, zipfile.BadZipFile)):
+        C._unpack(liar, tmp_path / "out")
+    written = [p for p in (tmp_path / "out" / "unpacked").rglob("*") if p.is_file()]
+    assert all(p.stat().st_size <= 16 for p in written)
+
+
+def test_an_entry_whose_path_leaves_its_folder_is_refused_with_its_students_name(tmp_path):
+    from autograder.pipeline.collect import collect_notes
+
+    z = tmp_path / "class.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("alice/lab1.ipynb", NB)
+        zf.writestr("../mallory__lab1.ipynb", NB)
+        zf.writestr("/abs/eve/lab1.ipynb", NB)
+    out = tmp_path / "out"
+    assert list(collect(z, "lab1", out)) == ["alice"]  # the others are not graded...
+    notes = collect_notes(out)
+    assert len(notes) == 2 and any("mallory" in n for n in notes) and any("eve" in n for n in notes), notes
+    assert all("leaves the submissions' folder" in n for n in notes)  # ...and the summary says whose and why
+    assert not (tmp_path / "mallory__lab1.ipynb").exists()
+
+
+def test_a_notebook_saved_in_nbformat_3_is_converted_and_said(tmp_path):
+    from autograder.pipeline.collect import read_notebook
+
+    v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": ""},
+          "worksheets": [{"cells": [{"cell_type": "code", "input": "x = 1", "language": "python", "outputs": [],
+                                     "metadata": {}}], "metadata": {}}]}
+    folder = tmp_path / "alice"
+    _write(folder / "lab1.ipynb", json.dumps(v3))
+    usable, problems = check_notebooks(folder, ["lab1"], 1 << 20)
+    assert list(usable) == ["lab1"] and any("nbformat 3" in p and "converted" in p for p in problems), problems
+    nb = read_notebook(usable["lab1"])
+    assert nb["nbformat"] == 4 and ["".join(c["source"]) for c in nb["cells"]] == ["x = 1"]
