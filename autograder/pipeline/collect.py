@@ -98,14 +98,35 @@ def collect(submissions: Path, lab: str, out: Path) -> dict[str, Path]:
     canvas, unrecognised = _flat_files(base, lab, out, found)
     for student, items in canvas.items():
         found[student], records[student] = _canvas_files(items, out / "collected" / student / lab)
+    folders: dict[str, list[Path]] = {}
     for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()):
         if d.name.startswith(".") or d.name in ("collected", "unpacked"):
             continue
         moodle = lms.moodle_folder(d.name)
         student = d.name
         if moodle is not None:
-            student, records[student] = moodle
-        found[student] = d / lab if (d / lab).is_dir() else d
+            student, record = moodle
+            if student in records:  # Moodle's second folder of one submission (its online text, say)
+                records[student].files.append(d.name)
+            else:
+                records[student] = record
+        folders.setdefault(student, []).append(d / lab if (d / lab).is_dir() else d)
+    for student, candidates in folders.items():
+        # the folder that holds a notebook is the submission; a folder beside it without one (Moodle's online
+        # text) is not, and is named
+        with_nb = [c for c in candidates if any(c.rglob("*.ipynb"))]
+        chosen = (with_nb or candidates)[0]
+        for other in candidates:
+            if other != chosen:
+                refused.append({"entry": str(other.relative_to(base)), "student": student,
+                                "why": f"a second folder of this student's; graded {chosen.relative_to(base)}"
+                                       + ("" if other not in with_nb else " (both hold a notebook: check which "
+                                                                           "is the submission)")})
+        if student in found:  # a flat file and a folder for one student
+            refused.append({"entry": str(chosen.relative_to(base)), "student": student,
+                            "why": "the student also handed in flat files; graded those"})
+            continue
+        found[student] = chosen
     _refuse_what_names_no_student(submissions, base, lab, found, unrecognised)
     out.mkdir(parents=True, exist_ok=True)
     lms.save(out, records)

@@ -206,3 +206,27 @@ def test_a_notebook_saved_in_nbformat_3_is_converted_and_said(tmp_path):
     assert list(usable) == ["lab1"] and any("nbformat 3" in p and "converted" in p for p in problems), problems
     nb = read_notebook(usable["lab1"])
     assert nb["nbformat"] == 4 and ["".join(c["source"]) for c in nb["cells"]] == ["x = 1"]
+
+
+def test_moodles_online_text_folder_beside_the_file_folder_is_named_not_graded(tmp_path):
+    from autograder.pipeline.collect import collect_notes
+
+    subs = tmp_path / "subs"
+    _write(subs / "Ada Lovelace_101_assignsubmission_file_" / "lab1.ipynb")
+    _write(subs / "Ada Lovelace_101_assignsubmission_onlinetext_" / "onlinetext.html", "<p>see my notebook</p>")
+    out = tmp_path / "out"
+    found = collect(subs, "lab1", out)
+    assert list(found) == ["adalovelace_101"] and (found["adalovelace_101"] / "lab1.ipynb").is_file()
+    notes = collect_notes(out)
+    assert len(notes) == 1 and "onlinetext" in notes[0] and "adalovelace_101" in notes[0], notes
+
+
+def test_a_flat_file_and_a_folder_for_one_student_say_which_was_graded(tmp_path):
+    from autograder.pipeline.collect import collect_notes
+
+    subs = tmp_path / "subs"
+    _write(subs / "alice__lab1.ipynb")
+    _write(subs / "alice" / "lab1.ipynb")
+    out = tmp_path / "out"
+    assert list(collect(subs, "lab1", out)) == ["alice"]
+    assert any("alice" in n and "flat files" in n for n in collect_notes(out)), collect_notes(out)
