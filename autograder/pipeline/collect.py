@@ -97,7 +97,7 @@ def collect(submissions: Path, lab: str, out: Path) -> dict[str, Path]:
     records: dict[str, lms.Record] = {}
     canvas, unrecognised = _flat_files(base, lab, out, found)
     for student, items in canvas.items():
-        found[student], records[student] = _canvas_files(items, out / "collected" / student / lab)
+        found[student], records[student] = _canvas_files(items, out / "collected" / student / lab, refused)
     folders: dict[str, list[Path]] = {}
     for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()):
         if d.name.startswith(".") or d.name in ("collected", "unpacked"):
@@ -140,7 +140,19 @@ def collect_notes(out: Path) -> list[str]:
         refused = json.loads((Path(out) / NOTES).read_text()).get("refused", [])
     except (OSError, ValueError):
         return []
-    return [f"refused {r.get('entry')!r} of {r.get('student') or 'no student'}: {r.get('why')}" for r in refused]
+    return [f"{r.get('student') or '(no student)'}: {r.get('entry')!r} not graded: {r.get('why')}" for r in refused]
+
+
+def refused_entries(out: Path) -> dict[str, list[str]]:
+    """student -> the entries of theirs collecting did not grade, each with why (for lms.csv)."""
+    try:
+        refused = json.loads((Path(out) / NOTES).read_text()).get("refused", [])
+    except (OSError, ValueError):
+        return {}
+    by: dict[str, list[str]] = {}
+    for r in refused:
+        by.setdefault(str(r.get("student") or ""), []).append(f"{r.get('entry')} ({r.get('why')})")
+    return by
 
 
 def _flat_files(base: Path, lab: str, out: Path, found: dict[str, Path]) -> tuple[dict[str, list], list[str]]:
@@ -168,9 +180,9 @@ def _flat_files(base: Path, lab: str, out: Path, found: dict[str, Path]) -> tupl
     return canvas, unrecognised
 
 
-def _canvas_files(items: list, dest: Path) -> tuple[Path, Record]:
+def _canvas_files(items: list, dest: Path, refused: list[dict]) -> tuple[Path, Record]:
     """One student's Canvas files (lms.recognise, path), the latest re-submission of each, copied into dest;
-    (dest, the student's lms.Record)."""
+    (dest, the student's lms.Record). Each earlier re-submission is named in `refused`."""
     from . import lms
 
     shutil.rmtree(dest, ignore_errors=True)
@@ -181,6 +193,11 @@ def _canvas_files(items: list, dest: Path) -> tuple[Path, Record]:
             latest[cf.submitted_as] = (cf, p)
     for name, (cf, p) in latest.items():
         shutil.copy2(p, dest / name)
+    for cf, p in items:
+        kept = latest[cf.submitted_as][1]
+        if p != kept:
+            refused.append({"entry": p.name, "student": cf.student,
+                            "why": f"an earlier submission of {cf.submitted_as}; graded the latest, {kept.name}"})
     first = items[0][0]
     return dest, lms.Record("canvas", first.user_id, first.name, late=any(cf.late for cf, _ in latest.values()),
                             files=sorted(p.name for _, p in latest.values()))

@@ -25,6 +25,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .collect import refused_entries
 from .untrusted import csv_writer
 
 CANVAS_RE = re.compile(r"^(?P<name>[a-z][a-z0-9]*)_(?P<late>late_)?(?P<user>\d+)_(?P<sub>\d+)_(?P<file>.+)$",
@@ -123,8 +124,10 @@ def write_exports(out: Path, lab: str, results: list[dict]) -> list[Path]:
     path = out / "lms.csv"
     with open(path, "w", newline="") as f:
         w = csv_writer(f)
-        w.writerow(["student", "platform", "id", "name", "late", "files"])
+        w.writerow(["student", "platform", "id", "name", "late", "files", "not graded"])
+        dropped = refused_entries(out)
         for s, rec in sorted(records.items()):
-            w.writerow([s, rec.platform, rec.lms_id, rec.name, "late" if rec.late else "", " ".join(rec.files)])
+            w.writerow([s, rec.platform, rec.lms_id, rec.name, "late" if rec.late else "", " ".join(rec.files),
+                        "; ".join(dropped.get(s, []))])
     written.append(path)
     return written

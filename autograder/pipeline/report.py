@@ -133,7 +133,8 @@ def summary(cfg: Config, layout: dict, results: list[dict]) -> str:
                   + ", ".join(g for cells in r["pending"].values() for g in cells) + ")" for r in held]
     refused = collect_notes(cfg.out)
     if refused:
-        lines.append(f"{len(refused)} entr{'ies' if len(refused) > 1 else 'y'} of the submissions not graded:")
+        lines.append(f"{len(refused)} entr{'ies' if len(refused) > 1 else 'y'} of the submissions not graded "
+                     f"(also in lms.csv for a class from a learning platform):")
         lines += [f"  {visible(line)}" for line in refused]
     if cfg.unsafe:
         lines.append("warning: graded WITHOUT the sandbox (--unsafe): students' code ran with the grader's "

@@ -87,6 +87,10 @@ def test_a_canvas_download_is_graded_as_it_comes(tmp_path):
     assert list(found) == ["lovelaceada_12345", "turingalan_23456"]
     assert [p.name for p in found["lovelaceada_12345"].iterdir()] == ["lab1.ipynb"]
     assert (found["lovelaceada_12345"] / "lab1.ipynb").read_text() == NB + " "
+    from autograder.pipeline.collect import collect_notes  # the superseded upload is named, with the one graded
+
+    assert collect_notes(out) == ["lovelaceada_12345: 'lovelaceada_12345_6789012_lab1.ipynb' not graded: an earlier "
+                                  "submission of lab1.ipynb; graded the latest, lovelaceada_12345_6789013_lab1-1.ipynb"]
     records = lms.load(out)
     assert records["turingalan_23456"].late and not records["lovelaceada_12345"].late
     results = [{"student": "lovelaceada_12345", "score": 20.0, "max_score": 20.0},
@@ -190,7 +194,7 @@ def test_an_entry_whose_path_leaves_its_folder_is_refused_with_its_students_name
     assert list(collect(z, "lab1", out)) == ["alice"]  # the others are not graded...
     notes = collect_notes(out)
     assert len(notes) == 2 and any("mallory" in n for n in notes) and any("eve" in n for n in notes), notes
-    assert all("leaves the submissions' folder" in n for n in notes)  # ...and the summary says whose and why
+    assert all("not graded: its path leaves the submissions' folder" in n for n in notes)  # whose, and why
     assert not (tmp_path / "mallory__lab1.ipynb").exists()
 
 
@@ -219,6 +223,11 @@ def test_moodles_online_text_folder_beside_the_file_folder_is_named_not_graded(t
     assert list(found) == ["adalovelace_101"] and (found["adalovelace_101"] / "lab1.ipynb").is_file()
     notes = collect_notes(out)
     assert len(notes) == 1 and "onlinetext" in notes[0] and "adalovelace_101" in notes[0], notes
+    from autograder.pipeline import lms
+
+    lms.write_exports(out, "lab1", [{"student": "adalovelace_101", "score": 20.0, "max_score": 20.0}])
+    (row,) = list(csv.DictReader(open(out / "lms.csv")))
+    assert "onlinetext" in row["not graded"] and "a second folder" in row["not graded"], row
 
 
 def test_a_flat_file_and_a_folder_for_one_student_say_which_was_graded(tmp_path):
