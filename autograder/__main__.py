@@ -72,7 +72,16 @@ def _grade(a: argparse.Namespace) -> int:
     if a.unsafe:
         print("WARNING: --unsafe: grading without the sandbox; students' code runs with your rights",
               file=sys.stderr)
-    results = grade_class(cfg, progress=True)
+    from .pipeline.spawn import Stopped
+
+    try:
+        results = grade_class(cfg, progress=True)
+    except Stopped as why:
+        done = len(list((cfg.out / "results").glob("*.json"))) if (cfg.out / "results").is_dir() else 0
+        print(f"\nstopped ({why}): {done} result file(s) in {cfg.out / 'results'}; the students in flight were "
+              f"not recorded, and what they left was removed. Run the same command again to grade the rest.",
+              file=sys.stderr)
+        return 130 if str(why) == "SIGINT" else 143
     print(summary(cfg, build_template(cfg), results))
     return 0
 
@@ -102,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if not a.out.is_dir():
             raise SystemExit(f"{a.out}: no such folder")
+        from .pipeline.untrusted import visible
+
         lines = sweep(a.out)
-        print("\n".join(lines) if lines else f"{a.out}: nothing left behind")
+        print("\n".join(map(visible, lines)) if lines else f"{visible(a.out)}: nothing left behind")
         return 0
     if a.command == "gradescope":
         from .export.gradescope import build_zip

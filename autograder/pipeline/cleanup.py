@@ -10,14 +10,16 @@ killed (the graders die too, and nothing of theirs is undone). Two things keep t
   student is graded while another process still works in its folder, nor graded twice.
 - **A sweep** (`sweep`, run first by every class run and by `python -m autograder clean OUT`): the control
   groups of grader processes that no longer exist are removed with every process still in them
-  (autograder/sandbox/bounds.py, `clean_up_after`), and every scratch mount under OUT whose student's lock
-  nobody holds is unmounted. What a live grader holds is left alone.
+  (autograder/sandbox/bounds.py, `clean_up_after`); every scratch mount under OUT whose student's lock
+  nobody holds is unmounted, and that student's scratch folders (OUT/work/<student>, OUT/work/.verdict/
+  <student>) removed. What a live grader holds is left alone.
 """
 from __future__ import annotations
 
 import fcntl
 import os
 import re
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -115,6 +117,14 @@ def sweep(out: Path) -> list[str]:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
         if not os.path.ismount(mount):
             done.append(f"unmounted {mount} (left by a grader that is gone)")
+    for base in (work, work / ".verdict"):  # scratch folders of students nobody grades now
+        for folder in sorted(base.iterdir()) if base.is_dir() else []:
+            if folder.name.startswith(".") or not folder.is_dir() or held(out, folder.name) \
+                    or any(m.is_relative_to(folder) for m in _mounts_under(folder.parent)):
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            if not folder.exists():
+                done.append(f"removed the scratch folder {folder} (left by a grader that is gone)")
     return done
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from autograder.checks import HIDDEN_BEGIN, HIDDEN_END
 from autograder.checks.timing import UNDECIDED_MARK
 from autograder.inside.recheck import capped
+from autograder.sandbox import Limits
 
 from .results import PENDING_MARK
 
@@ -529,9 +530,15 @@ def fallback_page(lab: str, nb_name: str, r: dict, err: Exception) -> str:
             f"log.</p></body></html>")
 
 
-def write_feedback(out: Path, course: Path, lab: str, layout: dict, results: list[dict], progress: bool = True) -> int:
+class PageTooLarge(ValueError):
+    """A page that would take more of the output folder than a page may (Limits.kept_mb)."""
+
+
+def write_feedback(out: Path, course: Path, lab: str, layout: dict, results: list[dict], progress: bool = True,
+                   kept_mb: int = Limits.kept_mb) -> int:
     """OUT/feedback/<student>/<lab>/<notebook>.html for every result; pages whose inputs did not
-    change are kept. Returns the number of pages written."""
+    change are kept. A page larger than kept_mb MB is replaced by the score-only page, which says why.
+    Returns the number of pages written."""
     from tqdm import tqdm
 
     release_dir = out / "template" / "labs" / lab
@@ -551,6 +558,9 @@ def write_feedback(out: Path, course: Path, lab: str, layout: dict, results: lis
     for r, nb_name, graded, page, stamp, key in tqdm(todo, desc="feedback pages", unit="page", disable=not progress):
         try:
             text = render_page(renderer, course, lab, nb_name, r, layout, graded, release_dir / f"{nb_name}.ipynb")
+            if len(text.encode()) > kept_mb << 20:
+                text = fallback_page(lab, nb_name, r, PageTooLarge(
+                    f"it would take {len(text.encode()) / 2**20:.0f} MB, more than the {kept_mb} MB a page may take"))
         except Exception as err:  # noqa: BLE001 - one page that cannot be drawn never stops the class's feedback
             text = fallback_page(lab, nb_name, r, err)
             key = ""  # no stamp: the next run tries the full page again

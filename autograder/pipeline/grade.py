@@ -106,7 +106,7 @@ def _grade_untimed(cfg: Config, layout: dict, student: str, folder: Path, slot: 
     result = results.GradingResult.graded(
         student, cfg.lab, submission_hash(folder), layout, g.scores, g.problems, round(time.perf_counter() - t0, 1),
         version, None if cfg.unsafe else g.box.caps.mode, g.undecided, g.figures, usage).to_json()
-    results.publish(cfg.out, cfg.lab, g.root, student, result, g.verdict_scratch)
+    results.publish(cfg.out, cfg.lab, g.root, student, result, g.verdict_scratch, cfg.limits.kept_mb)
     return result
 
 

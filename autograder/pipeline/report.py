@@ -81,7 +81,7 @@ def feedback(cfg: Config, results: list[dict], layout: dict | None = None, progr
     if layout is None:
         layout = in_lab_order(gradebook_layout(cfg.out / "template" / "gradebook.db", cfg.lab),
                               cfg.out / "template" / "labs" / cfg.lab)
-    return write_feedback(cfg.out, cfg.course_root, cfg.lab, layout, results, progress)
+    return write_feedback(cfg.out, cfg.course_root, cfg.lab, layout, results, progress, cfg.limits.kept_mb)
 
 
 def head(text: str, width: int = 160) -> str:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from autograder.checks.timing import UNDECIDED_MARK, TimingFailure
 from autograder.inside.recheck import capped
-from autograder.sandbox import no_links
+from autograder.sandbox import Limits, no_links
 
 Opinion = tuple[bool, str]  # (passed, why not)
 NOT_REACHED = "not reached"  # how the grader's verdict starts for a cell its harness never got to (judge.py)
@@ -312,15 +312,27 @@ def grader_version(code_root: Path, template: Path, lab_checks: tuple[Path, ...]
     return h.hexdigest()[:16]
 
 
-def publish(out: Path, lab: str, root: Path, student: str, result: dict, verdict_scratch: Path | None = None) -> None:
-    """Autograded notebooks and logs out of the student's scratch course (root); then the result file."""
+def publish(out: Path, lab: str, root: Path, student: str, result: dict, verdict_scratch: Path | None = None,
+            kept_mb: int = Limits.kept_mb) -> None:
+    """Autograded notebooks and logs out of the student's scratch course (root); then the result file.
+    The autograded files kept take at most kept_mb MB together: one that would pass it is not kept, and a
+    note on the result says which, how large, and that the score is complete."""
     src = root / "autograded" / student / lab
     dest = out / "autograded" / student / lab
     shutil.rmtree(dest, ignore_errors=True)
     if src.is_dir() and no_links(root, src):
         dest.mkdir(parents=True)
-        for f in src.iterdir():
+        room = kept_mb << 20
+        for f in sorted(src.iterdir()):
             if f.is_file() and not f.is_symlink() and f.suffix in (".html", ".ipynb"):
+                size = f.stat().st_size
+                if size > room:
+                    result.setdefault("problems", []).append(
+                        f"{f.name}: the graded copy is {size / 2**20:.0f} MB, more than the {kept_mb} MB a "
+                        f"student's graded files may take in the output folder, so it was not kept; the score is "
+                        f"complete, and the feedback page shows the released notebook")
+                    continue
+                room -= size
                 shutil.copyfile(f, dest / f.name)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)

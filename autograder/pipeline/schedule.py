@@ -10,6 +10,10 @@
    nothing of another student runs beside a timing. A timing still unclear is timed once more, alone, at
    the end (Config.timing_attempts); still unclear, its points are held until `--retime`;
 4. the results are merged (report.py).
+
+A run told to stop (SIGTERM, SIGINT) kills the steps in flight, records nothing for their students, sweeps
+what they left (cleanup.py) and raises spawn.Stopped; the students already graded keep their results, and
+the same command grades the rest.
 """
 from __future__ import annotations
 
@@ -25,12 +29,13 @@ from tqdm import tqdm
 from autograder.checks import hidden
 from autograder.sandbox import VERDICT_SLOTS, SandboxUnavailable, course_mounts, lock_down, python_paths, require
 
-from . import cleanup, nbgrader, results
+from . import cleanup, nbgrader, results, spawn
 from .collect import collect, submission_hash
 from .config import Config, retime_command
 from .grade import sandbox_caps
 from .report import merge
 from .spawn import in_own_process
+from .untrusted import visible
 
 
 def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
@@ -40,7 +45,7 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
                   run_key=cfg.run_key if cfg.run_key is not None else hidden.new_key())
     cfg.out.mkdir(parents=True, exist_ok=True)
     for line in cleanup.sweep(cfg.out):  # what a stopped run left: control groups, scratch mounts
-        print(f"cleaned up: {line}", file=sys.stderr)
+        print(f"cleaned up: {visible(line)}", file=sys.stderr)
     students = collect(Path(cfg.submissions), cfg.lab, cfg.out)
     if cfg.only:
         unknown = set(cfg.only) - set(students)
@@ -52,11 +57,11 @@ def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
     caps = sandbox_caps(cfg)
     umask = os.umask(0o077) if caps is not None and caps.mode == "uid" else None  # what the grader writes: private
     try:
-        done = _grade_class(cfg, students, progress)
-        for line in cleanup.sweep(cfg.out):  # an earlier run's orphans this run waited for are gone by now
-            print(f"cleaned up: {line}", file=sys.stderr)
-        return done
-    finally:
+        with spawn.stopping():
+            return _grade_class(cfg, students, progress)
+    finally:  # at the end, or when stopped: an earlier run's orphans this run waited for are gone by now
+        for line in cleanup.sweep(cfg.out):
+            print(f"cleaned up: {visible(line)}", file=sys.stderr)
         if umask is not None:
             os.umask(umask)
 
@@ -119,24 +124,33 @@ def _grade_untimed_all(cfg: Config, layout: dict, students: dict, todo: list[str
     slots = list(range(workers))
     lock = threading.Lock()
 
-    def job(s: str) -> dict:
+    def job(s: str) -> str | None:
+        """None when graded (the grader process wrote the result), else why not."""
         with lock:
             slot = slots.pop()
         try:
-            return in_own_process("grade_untimed", cfg, layout, s, students[s], slot, cfg.run_key, limit_s=limit_s)
+            in_own_process("grade_untimed", cfg, layout, s, students[s], slot, cfg.run_key, limit_s=limit_s)
+            return None
         except Exception as err:  # noqa: BLE001 - one student's failure must not stop the class
-            result = results.GradingResult.failed(s, cfg.lab, layout, f"{type(err).__name__}: {err}").to_json()
-            results.publish(cfg.out, cfg.lab, cfg.out / "work" / s, s, result, cfg.out / "work" / ".verdict" / s)
-            return result
+            return f"{type(err).__name__}: {err}"
         finally:
             with lock:
                 slots.append(slot)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(job, s) for s in todo]
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        futures = {pool.submit(job, s): s for s in todo}
         for fut in tqdm(as_completed(futures), total=len(futures), desc=f"grading {cfg.lab}", unit="student",
                         disable=not progress):
-            fut.result()
+            why = fut.result()
+            # a failure is recorded here, in the main thread, where a stop signal is handled first: a grader
+            # process that a Ctrl-C killed is a stopped student (nothing recorded), never a failed one
+            if why is not None and not spawn.STOP.is_set():
+                s = futures[fut]
+                result = results.GradingResult.failed(s, cfg.lab, layout, why).to_json()
+                results.publish(cfg.out, cfg.lab, cfg.out / "work" / s, s, result, cfg.out / "work" / ".verdict" / s)
+    finally:  # stopped: the students not started are not started; those in flight see STOP and end
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _time_all(cfg: Config, layout: dict, students: dict, limit_s: float, progress: bool) -> None:

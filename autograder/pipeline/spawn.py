@@ -5,11 +5,20 @@ started fresh (not forked from the threaded class process): a check the student'
 memory it takes, stalls or takes only that process. The run's settings, its hidden-input key among them,
 travel through the pipe, never a file. A process still running after its limit is killed, with every
 process of the student.
+
+A run told to stop (SIGTERM, SIGINT: `stopping`, installed by schedule.grade_class) sets STOP: every step in
+flight kills its grader process (and every process of its student) within POLL_S and raises Stopped, which
+records nothing for that student, so the next run grades it afresh. Grader processes ignore SIGINT and
+SIGTERM themselves (a terminal's Ctrl-C reaches the whole process group): the class process decides.
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from autograder.sandbox import bounds as bounds_
@@ -20,6 +29,36 @@ from .config import Config
 
 # the steps a grader process may run, by the name the class process sends
 STEPS = {"grade_untimed": grade.grade_untimed, "time_student": grade.time_student}
+STOP = threading.Event()  # set when the run is told to stop; cleared when a run starts
+POLL_S = 0.5  # how often a waiting step looks at STOP
+
+
+class Stopped(BaseException):
+    """The run was told to stop (a BaseException, so that no `except Exception` records a failed result)."""
+
+
+@contextmanager
+def stopping():
+    """For the block (a class run, in the main thread): SIGTERM and SIGINT set STOP and raise Stopped, so the
+    steps in flight are killed and cleaned up, and nothing half-done is recorded. Outside the main thread
+    (a caller's worker thread), signals stay as they are."""
+    STOP.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, _frame):
+        if STOP.is_set():  # a second signal while the first one's clean-up runs: that clean-up goes on
+            return
+        STOP.set()
+        raise Stopped(signal.Signals(signum).name)
+
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def in_own_process(what: str, cfg: Config, layout: dict, student: str, folder: Path, slot: int, key: bytes,
@@ -28,18 +67,26 @@ def in_own_process(what: str, cfg: Config, layout: dict, student: str, folder: P
     own; its result. RuntimeError when the process failed, or was killed after limit_s seconds."""
     if what not in STEPS:
         raise ValueError(f"no grading step {what!r} (the steps: {', '.join(STEPS)})")
+    if STOP.is_set():
+        raise Stopped("the run was stopped before this step")
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, what, cfg, layout, student, folder, slot, key),
                        name=f"speclab grader of {student}")
     proc.start()
     send.close()
+    deadline = time.monotonic() + limit_s
     try:
-        if not receive.poll(limit_s):
-            raise RuntimeError(f"its grader process did not finish within {limit_s:.0f} s")
+        while not receive.poll(POLL_S):
+            if STOP.is_set():
+                raise Stopped("the run was stopped")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"its grader process did not finish within {limit_s:.0f} s")
         ok, value = receive.recv()
     except EOFError:
         proc.join(5)
+        if STOP.is_set():
+            raise Stopped("the run was stopped") from None
         raise RuntimeError(f"its grader process ended without a result (exit code {proc.exitcode})") from None
     finally:
         if proc.is_alive():
@@ -55,6 +102,8 @@ def in_own_process(what: str, cfg: Config, layout: dict, student: str, folder: P
 def _child(send, what: str, cfg: Config, layout: dict, student: str, folder: Path, slot: int, key: bytes) -> None:
     from autograder.checks import add_folder
 
+    for sig in (signal.SIGINT, signal.SIGTERM):  # the class process stops this one (module docstring)
+        signal.signal(sig, signal.SIG_IGN)
     for extra in cfg.lab_checks:  # a lab's checks outside the package, as the class's process found them
         add_folder(extra)
     try:

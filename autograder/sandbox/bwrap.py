@@ -70,6 +70,7 @@ class Limits:
     output_kb: int = 1024  # printed output kept per stream in the kernel
     processes: int = 256  # processes and threads the student may have at once (root only)
     tmp_mb: int = 1024  # size of the private /tmp and of /dev/shm
+    kept_mb: int = 64  # what one student's graded notebooks may take in the output folder (and each page)
 
 
 class SandboxUnavailable(RuntimeError):

@@ -5,7 +5,10 @@ The tiny lab, eight students, each notebook slowed by a cell that sleeps, graded
 of its own (the "main process"), two workers. Once the first student's result is written, the test kills:
 - the main process alone (SIGKILL): its grader processes live on, orphans, and finish their students; or
 - the main process's whole process group (SIGKILL): the graders die too, leaving control groups and scratch
-  mounts behind.
+  mounts behind;
+- the main process with SIGTERM, or the whole group with SIGINT (a terminal's Ctrl-C): the run kills the
+  graders in flight, records nothing for their students, removes what they left and exits (code 3 here)
+  with nothing left behind, before any second run.
 A second run is then started at once. Afterwards: no control group of the grader, no scratch mount under the
 output folder and no process of the sandboxes' uids is left; every student has a result with full marks; and
 each result file was written once (a thread watches every result file's modification time throughout).
@@ -43,7 +46,12 @@ from autograder.sandbox import Limits
 limits = Limits(cell_timeout_s=30, notebook_timeout_s=120, memory_mb=3072, file_mb=200, output_kb=64)
 cfg = Config(F.LAB, Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), workers=2, limits=limits,
              lab_checks=F.LAB_CHECKS)
-print("graded", len(grade_class(cfg, progress=False)), flush=True)
+from autograder.pipeline.spawn import Stopped
+try:
+    print("graded", len(grade_class(cfg, progress=False)), flush=True)
+except Stopped as why:
+    print("stopped", why, flush=True)
+    sys.exit(3)
 """
 
 
@@ -72,7 +80,7 @@ def _left(out: Path) -> dict:
             "processes": sorted(p for u in uids for p in processes_of(u))}
 
 
-@pytest.mark.parametrize("kill", ["main process", "process group"])
+@pytest.mark.parametrize("kill", ["main process", "process group", "SIGTERM", "SIGINT"])
 def test_a_killed_run_then_a_rerun_leave_nothing_and_grade_each_student_once(tmp_path, kill):
     course = F.make_course(tmp_path / "course")
     subs, out = tmp_path / "subs", tmp_path / "out"
@@ -92,9 +100,17 @@ def test_a_killed_run_then_a_rerun_leave_nothing_and_grade_each_student_once(tmp
     assert first.poll() is None, first.stdout.read().decode()[-3000:]  # still grading: killed halfway
     if kill == "main process":
         first.kill()
-    else:
+    elif kill == "process group":
         os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
+    elif kill == "SIGTERM":  # what `kill PID` sends
+        first.send_signal(signal.SIGTERM)
+    else:  # what a terminal's Ctrl-C sends: SIGINT to every process of the foreground group
+        os.killpg(first.pid, signal.SIGINT)
+    said = first.communicate(timeout=120)[0].decode()
+    if kill.startswith("SIGINT") or kill.startswith("SIGTERM"):  # told to stop: it stops soon, cleaning up itself
+        assert first.returncode == 3 and f"stopped {kill}" in said, said[-3000:]
+        left = _left(out)
+        assert not any(left.values()), left
     rerun = subprocess.run(args, capture_output=True, text=True, timeout=900)
     writes.stop.set()
     writes.join()

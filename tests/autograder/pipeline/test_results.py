@@ -277,3 +277,26 @@ def test_a_result_with_a_key_of_no_known_shape_is_refused():
 
     with pytest.raises(ValueError, match="wrong_key"):
         GradingResult.from_json({**FAILED, "wrong_key": 1})
+
+
+def test_a_students_graded_files_take_at_most_the_bound_and_the_one_left_out_is_named(tmp_path):
+    """Issue 49: the output folder's use per student is bounded. A graded notebook larger than what is left
+    of Limits.kept_mb is not copied into OUT, and the result says which file, how large, and that the score
+    stands; a smaller file beside it is kept."""
+    import json
+
+    from autograder.pipeline.results import publish
+
+    src = tmp_path / "work" / "ann" / "autograded" / "ann" / "lab1"
+    src.mkdir(parents=True)
+    (src / "lab1.ipynb").write_bytes(b"x" * (3 << 20))
+    (src / "notes.html").write_bytes(b"<p>small</p>")
+    result = {"student": "ann", "problems": []}
+    publish(tmp_path / "out", "lab1", tmp_path / "work" / "ann", "ann", result, kept_mb=2)
+    kept = tmp_path / "out" / "autograded" / "ann" / "lab1"
+    assert sorted(p.name for p in kept.iterdir()) == ["notes.html"]
+    saved = json.loads((tmp_path / "out" / "results" / "ann.json").read_text())
+    assert any("lab1.ipynb" in p and "3 MB" in p and "not kept" in p for p in saved["problems"]), saved
+    assert not (tmp_path / "work" / "ann").exists()  # the scratch course is gone, as after every student
+    publish(tmp_path / "out2", "lab1", tmp_path / "nothing", "ann", {"student": "ann", "problems": []}, kept_mb=2)
+    assert json.loads((tmp_path / "out2" / "results" / "ann.json").read_text())["problems"] == []
