@@ -113,16 +113,16 @@ def wall_time(fn: Callable[[], object], device=None) -> float:
     return time.perf_counter() - start
 
 
-def cpu_time(fn: Callable[[], object], device=None) -> float:
+def cpu_time(fn: Callable[[], object], device=None, read: Callable[[], float] = time.process_time) -> float:
     """The real stopwatch of a CPU speed test: the CPU seconds this process worked during fn (every thread
-    of it, `time.process_time`). What the code worked, not how long it waited for a core: another busy
-    process on the machine changes it little, where it stretches the wall clock. On a GPU, where work is
-    queued and waited for, use `wall_time`."""
+    of it, `time.process_time`; `read` names another counter of CPU seconds). What the code worked, not how
+    long it waited for a core: another busy process on the machine changes it little, where it stretches
+    the wall clock. On a GPU, where work is queued and waited for, use `wall_time`."""
     synchronize(device)
-    start = time.process_time()
+    start = read()
     fn()
     synchronize(device)
-    return time.process_time() - start
+    return read() - start
 
 
 def real_clock(device=None) -> Stopwatch:

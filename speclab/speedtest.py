@@ -559,7 +559,6 @@ def _greedy_gap(target, prompt, tokens: list[int]) -> tuple[int, float] | None:
     token is greedy, up to GREEDY_TOL. One teacher-forced forward of the target over the whole sequence."""
     import torch
 
-    vocab = None
     with torch.no_grad():
         seq = torch.cat([prompt.to(target.device).long(), torch.tensor(tokens, dtype=torch.long, device=target.device)])
         cache = target.new_cache(batch=1, max_len=len(seq))

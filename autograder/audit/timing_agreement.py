@@ -41,6 +41,8 @@ import sys
 import time
 from pathlib import Path
 
+from autograder.audit.timing_load import BURN_HELPERS
+
 ROOT = Path(__file__).resolve().parents[2]
 AGREE = 0.25  # notebook vs grader, quiet vs loaded: within 25 %
 PENDING_AT_MOST = 1 / 20  # correct gradings under load held pending
@@ -81,23 +83,7 @@ def speculative_sample_batch(p, q, rng, drafts=None):
     return np.array([speculative_sample(p[b], q[b], rng, None if drafts is None else int(drafts[b]))
                      for b in range(len(p))])
 '''
-BURNING = LOOPING + '''
-
-import multiprocessing as _mp
-import time as _time
-
-_running = _mp.Value("b", 0)
-
-
-def _burn(running):
-    while True:
-        if running.value:
-            _time.sleep(0.001)
-
-
-_helpers = [_mp.Process(target=_burn, args=(_running,), daemon=True) for _ in range(2)]
-for _h in _helpers:
-    _h.start()
+BURNING = LOOPING + BURN_HELPERS + '''
 _looping = speculative_sample_batch
 
 
@@ -294,7 +280,7 @@ def run_lab(lab: str, quiet: int, loaded: int, busy: int, work: Path, log=print)
         else (g["score"] == g["points"] or g["pending"]),
         "expected": "0" if s.startswith("hostile_") else f"{g['points']:g}, or held pending"}},
         "pending": {CELL[lab]: g["points"]} if g["pending"] else {}, "figure": g["figure"], "timed": g["timed"]}
-        for s, g in {**{k: v for k, v in graded_quiet.items()}, **graded_loaded}.items()}
+        for s, g in {**graded_quiet, **graded_loaded}.items()}
     return {"bar": bar, "table": table, "slowest_correct_grader_quiet": slowest, "targets": targets,
             "tests": {t: "passed" if ok else "failed" for t, ok in tests.items()}, "students": students,
             "hostile": {s: {"score": g["score"], "pending": g["pending"], "problems": g["problems"][:2]}

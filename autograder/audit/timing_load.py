@@ -35,6 +35,25 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# a student's helper processes that burn CPU while the grader times its baseline (they rest while the student's
+# function runs: the function sets _running to 1); appended to a student's code by the audits and tests
+BURN_HELPERS = '''
+import multiprocessing as _mp
+import time as _time
+
+_running = _mp.Value("b", 0)
+
+
+def _burn(running):
+    while True:
+        if running.value:
+            _time.sleep(0.001)
+
+
+_helpers = [_mp.Process(target=_burn, args=(_running,), daemon=True) for _ in range(2)]
+for _h in _helpers:
+    _h.start()
+'''
 BUSY = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
 GRADE_TIMEOUT_S = 900  # one speed-up check, at most
 SLOW = ("recompute_without_cache", "rebuilds_caches", "verifies_token_by_token", "never_speculates")

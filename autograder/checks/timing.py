@@ -40,6 +40,7 @@ import fcntl
 import os
 import time
 from contextlib import contextmanager, nullcontext
+from functools import partial
 from typing import Callable, Sequence
 
 # The statistics live in speclab, so that a student's notebook runs the very test the grader runs;
@@ -169,22 +170,13 @@ def cpu_clocks(student_labels, device=None) -> Callable[[str], Callable]:
     the same thing, work on a core, so a busy machine moves neither. On a GPU, or where the student's
     clock is a wall clock (a machine without control groups), every call is timed by the wall clock
     (`speclab.clock.wall_time`, the device synchronised)."""
-    from speclab.clock import synchronize, wall_time
+    from speclab.clock import cpu_time, wall_time
 
     mine = set(student_labels)
     clock = _CLOCK.get()
     if getattr(device, "type", device) not in (None, "cpu") or (clock is not None and not clock[1]):
         return lambda label: wall_time
-
-    def timed_by(read: Callable[[], float]) -> Callable:
-        def stopwatch(fn: Callable[[], object], device=None) -> float:
-            synchronize(device)
-            t0 = read()
-            fn()
-            return read() - t0
-        return stopwatch
-
-    student, course = timed_by(student_seconds), timed_by(time.thread_time)
+    student, course = partial(cpu_time, read=student_seconds), partial(cpu_time, read=time.thread_time)
     return lambda label: student if label in mine else course
 
 

@@ -36,7 +36,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-from autograder.audit.timing_load import busy_loops
+from autograder.audit.timing_load import BURN_HELPERS, busy_loops
 from autograder.pipeline import Config, build_template, grade_class
 from autograder.pipeline import results as R
 from autograder.sandbox.bounds import available
@@ -56,23 +56,7 @@ def _target_alone(target, prompt, max_new_tokens):
     out = _generate(target, prompt[None], max_new_tokens, temperature=0)[0, len(prompt):].tolist()
     return out, [0] * len(out)  # every step "accepts" nothing and emits one token
 '''
-BURNING = NOT_SPECULATING + '''
-
-import multiprocessing as _mp
-import time as _time
-
-_running = _mp.Value("b", 0)
-
-
-def _burn(running):
-    while True:
-        if running.value:
-            _time.sleep(0.001)
-
-
-_helpers = [_mp.Process(target=_burn, args=(_running,), daemon=True) for _ in range(2)]
-for _h in _helpers:
-    _h.start()
+BURNING = NOT_SPECULATING + BURN_HELPERS + '''
 
 
 def speculative_decode(target, draft, prompt, max_new_tokens, k, temperature=0.0, **kw):
