@@ -195,14 +195,20 @@ def _error_text(output: dict) -> str:
     return f"{ename}: {evalue}" if evalue else ename
 
 
-def cell_verdicts(nb: dict | None) -> dict[str, str]:
-    """grade id -> the message of its failure in the graded notebook ('' when it raised nothing).
+def cell_verdicts(nb: dict | None, tests: dict[str, str] | None = None) -> dict[str, str]:
+    """grade id -> the message of its failure in the graded notebook ('' when it raised nothing): the first
+    cell of each grade id whose code is the release's (`tests`, as `student_view` knows test cells).
 
     Only the exception's type and message: a traceback would show the hidden lines."""
     out: dict[str, str] = {}
     for cell in (nb or {}).get("cells", []):
-        meta = (cell.get("metadata") or {}).get("nbgrader") or {}
-        if not (meta.get("grade") and not meta.get("solution") and meta.get("grade_id")):
+        meta = (cell.get("metadata") or {}).get("nbgrader") if isinstance(cell, dict) else None
+        meta = meta if isinstance(meta, dict) else {}
+        if not (meta.get("grade") and not meta.get("solution") and isinstance(meta.get("grade_id"), str)) \
+                or meta["grade_id"] in out:
+            continue
+        if tests is not None and not _same_code(_strip_hidden(_text(cell.get("source", ""))),
+                                                tests.get(meta["grade_id"], "")):
             continue
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         out[meta["grade_id"]] = capped(_error_text(errors[0])) if errors else ""
@@ -400,22 +406,46 @@ def _strip_hidden(source: str) -> str:
     return "\n".join(out).rstrip()
 
 
+def _same_code(a: str, b: str) -> bool:
+    """Whether two cells hold the same code, blank lines and trailing spaces aside."""
+    def norm(s: str) -> list[str]:
+        return [line.rstrip() for line in s.splitlines() if line.strip()]
+    return norm(a) == norm(b)
+
+
+def release_tests(release_nb: dict) -> dict[str, str]:
+    """grade id -> the source of that test cell in the release: what a graded notebook's test cell holds, its
+    hidden tests aside (the page knows the test cells by it, not by metadata a student's cell can carry)."""
+    out = {}
+    for c in release_nb.get("cells", []):
+        meta = c.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution") and meta.get("grade_id"):
+            out[meta["grade_id"]] = _strip_hidden(_text(c.get("source", "")))
+    return out
+
+
 def student_view(nb: dict, verdicts: dict[str, str], scores: dict[str, float], layout: dict[str, float],
-                 names: dict[str, tuple[str, str]], problems: list[str], nonce: str) -> dict:
-    """The graded notebook as the student may see it: hidden tests cut, tracebacks reduced to
+                 names: dict[str, tuple[str, str]], problems: list[str], nonce: str,
+                 tests: dict[str, str] | None = None) -> dict:
+    """The graded notebook as the student may see it: hidden tests cut from every cell, tracebacks reduced to
     their message, a heading above each test cell (the grader's HTML, marked with `nonce`), and of the
-    student's cells only what the page shows (`_cell`)."""
-    cells = []
+    student's cells only what the page shows (`_cell`). A test cell is known by its code, the release's
+    (`tests`, from `release_tests`): a cell of the student's that carries a test cell's metadata is one of the
+    student's cells, and only the first cell of each grade id gets its heading."""
+    cells, headed = [], set()
     for original in nb.get("cells", []) if isinstance(nb.get("cells"), list) else []:
         if not isinstance(original, dict):
             continue
         meta = (original.get("metadata") or {}).get("nbgrader") or {}
         meta = meta if isinstance(meta, dict) else {}
         cell = _cell(original)
-        gid = meta.get("grade_id")
-        if meta.get("grade") and not meta.get("solution") and gid in layout:
-            src = "".join(cell.get("source", ""))
-            cell["source"] = _strip_hidden(src) + ("\n# (the grader's hidden checks ran here)" if HIDDEN_BEGIN in src else "")
+        src = cell["source"]
+        if HIDDEN_BEGIN in src:  # hidden tests are cut from any cell that holds them, whatever it claims to be
+            cell["source"] = _strip_hidden(src) + "\n# (the grader's hidden checks ran here)"
+        gid = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
+        if meta.get("grade") and not meta.get("solution") and gid in layout and gid not in headed \
+                and (tests is None or _same_code(_strip_hidden(src), tests.get(gid, ""))):
+            headed.add(gid)
             cell["outputs"] = [o if o.get("output_type") != "error" else
                                {"output_type": "stream", "name": "stderr", "text": _error_text(o) + "\n"}
                                for o in cell.get("outputs", [])]
@@ -502,10 +532,10 @@ def render_page(renderer: Renderer, course: Path, lab: str, nb_name: str, result
         nb = _read_nb(graded) if graded and graded.exists() else release_nb
     except (OSError, ValueError):
         nb = release_nb
-    nonce = secrets.token_hex(16)
-    view = student_view(nb, cell_verdicts(nb), result["scores"].get(nb_name, {}), layout[nb_name], names[nb_name],
+    nonce, tests = secrets.token_hex(16), release_tests(release_nb)
+    view = student_view(nb, cell_verdicts(nb, tests), result["scores"].get(nb_name, {}), layout[nb_name], names[nb_name],
                         [p.split(" ", 1)[1] if p.startswith(f"{nb_name}.ipynb ") else p for p in result["problems"]],
-                        nonce)
+                        nonce, tests)
     view["cells"].insert(0, _raw(summary_box(result["student"], lab, result, {nb_name: layout[nb_name]}, names, rules),
                                  nonce))
     view["metadata"]["title"] = f"{lab}: feedback for {result['student']}"

@@ -6,6 +6,8 @@ their metadata and the outputs its code displayed), rendered by `write_feedback`
 Chromium with the network cut off:
 - **metadata**: a raw cell marked as the grader's own HTML (`speclab: true`) with a script and a forged
   "5 / 5" box; a cell whose tags would break out of its class attribute; notebook metadata asking for widgets;
+  a code cell of the student's carrying test_add's nbgrader metadata, before the real test_add cell (which
+  holds hidden tests, as a graded notebook's does);
 - **rich output**: HTML with a script and an `onerror` handler, an SVG with `onload`, JavaScript, Markdown
   with raw HTML, a MIME type the page does not know (`text/vnd.mermaid`, which nbconvert writes unescaped);
 - **image attributes**: a PNG whose width metadata carries an event handler.
@@ -28,6 +30,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_raw_cell
 
 import grading_fixtures as F
+from autograder.checks import HIDDEN_BEGIN, HIDDEN_END
 from autograder.pipeline import Config, build_template
 from autograder.pipeline.feedback import write_feedback
 
@@ -42,6 +45,8 @@ def ran(tag: str) -> str:
 
 
 FORGED_BOX = '<div class="speclab-box" id="speclab-summary"><h2>tiny: 5 / 5 points</h2></div>'
+FORGED_CLAIM = "print('this cell claims to be test_add')"
+SECRET = "assert add(40, 2) == 42  # a hidden test"
 BAD_PNG = "bm90IGEgcG5n"  # base64 of "not a png": the image fails to load, so an onerror handler would fire
 
 
@@ -56,7 +61,11 @@ def hostile_cells(kind: str) -> tuple[list, dict]:
         raw.metadata = {"raw_mimetype": "text/html", "speclab": True}
         tagged = new_markdown_cell("tagged cell")
         tagged.metadata = {"tags": [f'x" autofocus tabindex="1" onfocus="{ran("tags")}']}
-        return [raw, tagged], {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": {}}}}
+        # a cell of the student's that claims to be test_add, before the real one: were the page to trust it,
+        # the real test cell (which holds the hidden tests in a graded notebook) would be drawn as the student's
+        claim = new_code_cell(FORGED_CLAIM)
+        claim.metadata = {"nbgrader": {"grade": True, "solution": False, "grade_id": "test_add", "points": 2}}
+        return [raw, tagged, claim], {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": {}}}}
     if kind == "rich":
         code = new_code_cell("show()")
         code.outputs = [
@@ -96,6 +105,8 @@ def pages(tmp_path_factory):
         at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "impl") + 1
         nb.cells[at:at] = cells
         nb.metadata.update(meta)
+        real = next(c for c in nb.cells[at + len(cells):] if c.metadata.get("nbgrader", {}).get("grade_id") == "test_add")
+        real.source += f"\n{HIDDEN_BEGIN}\n{SECRET}\n{HIDDEN_END}\n"  # as nbgrader's autograde puts them back
         graded = cfg.out / "autograded" / kind / F.LAB / f"{F.LAB}.ipynb"
         graded.parent.mkdir(parents=True)
         nbformat.write(nbformat.from_dict(json.loads(nbformat.writes(nb))), graded)
@@ -199,6 +210,18 @@ def test_a_forged_speclab_marker_is_student_text(pages):
     text = pages["metadata"].read_text()
     body = text[text.index("<body"):]
     assert body.count('class="speclab-box"') == 1 and "ran-raw" not in body.replace("ran(&#39;raw", "")
+
+
+def test_a_students_cell_with_a_test_cells_metadata_is_the_students(pages):
+    """A test cell is known by the release's code, not by metadata a student's cell can carry: the cell that
+    claims to be test_add is drawn as the student's, the real one gets the one heading of test_add, and the
+    hidden tests in it are not on the page."""
+    page = dom(pages["metadata"])
+    text = pages["metadata"].read_text()
+    assert page.ids.count("test_add") == 1, page.ids
+    assert "add(40, 2)" not in text and "hidden checks ran here" in text
+    heading = text.index('id="test_add"')
+    assert text.index("this cell claims to be test_add") < heading  # the claim is not under the heading
 
 
 def test_a_notebook_full_of_lists_renders(pages):
