@@ -1,7 +1,7 @@
 """A class run killed halfway leaves nothing behind once the next run is over, and grades every student once
 (autograder/pipeline/cleanup.py, issue 49).
 
-The tiny lab, eight students, each notebook slowed by a cell that sleeps, graded by `grade_class` in a process
+The tiny lab, four students, each notebook slowed by a cell that sleeps, graded by `grade_class` in a process
 of its own (the "main process"), two workers. Once the first student's result is written, the test kills:
 - the main process alone (SIGKILL): its grader processes live on, orphans, and finish their students; or
 - the main process's whole process group (SIGKILL): the graders die too, leaving control groups and scratch
@@ -35,7 +35,7 @@ from autograder.sandbox.bounds import available
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not available()[0], reason=f"no control groups here: {available()[2]}")]
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
-STUDENTS = [f"s{i}" for i in range(8)]
+STUDENTS = [f"s{i}" for i in range(4)]
 RUN = f"""
 import sys
 sys.path[:0] = [{str(SUPPORT)!r}]
