@@ -10,7 +10,8 @@ Chromium with the network cut off:
   holds hidden tests, as a graded notebook's does);
 - **rich output**: HTML with a script and an `onerror` handler, an SVG with `onload`, JavaScript, Markdown
   with raw HTML, a MIME type the page does not know (`text/vnd.mermaid`, which nbconvert writes unescaped);
-- **image attributes**: a PNG whose width metadata carries an event handler.
+- **image attributes**: a PNG whose width metadata carries an event handler;
+- **invalid fields**: an execution count that is HTML text (the notebook format forbids it; a file holds it).
 Every payload, if it ran, would add an element whose id starts with `ran-`. Each test asserts that no such
 element exists, that the one score box is the grader's with the student's real score, and that the student's
 text is still on the page as text. The detector is shown able to fail: the same payloads pasted into the page
@@ -40,8 +41,8 @@ pytestmark = [pytest.mark.slow,
 
 
 def ran(tag: str) -> str:
-    """JavaScript that leaves a mark (an element with id ran-TAG) when it runs."""
-    return f"document.body.insertAdjacentHTML('beforeend','<i id=ran-{tag}></i>')"
+    """JavaScript that leaves a mark (an element with id ran-TAG) when it runs (no comma: a cell tag may hold none)."""
+    return f"document.body.appendChild(document.createElement('i')).id='ran-{tag}'"
 
 
 FORGED_BOX = '<div class="speclab-box" id="speclab-summary"><h2>tiny: 5 / 5 points</h2></div>'
@@ -69,12 +70,10 @@ def hostile_cells(kind: str) -> tuple[list, dict]:
     if kind == "rich":
         code = new_code_cell("show()")
         code.outputs = [
-            _display({"text/html": [f'<img src=x onerror="{ran("html")}">', f"<script>{ran('script')}</script>",
-                                    FORGED_BOX]}),
-            _display({"image/svg+xml": [f'<svg xmlns="http://www.w3.org/2000/svg" onload="{ran("svg")}">',
-                                        "<circle r='4'/></svg>"]}),
+            _display({"text/html": f'<img src=x onerror="{ran("html")}"><script>{ran("script")}</script>{FORGED_BOX}'}),
+            _display({"image/svg+xml": f'<svg xmlns="http://www.w3.org/2000/svg" onload="{ran("svg")}"><circle r="4"/></svg>'}),
             _display({"application/javascript": ran("js")}),
-            _display({"text/markdown": ["**bold** ", f'<img src=x onerror="{ran("md")}">']}),
+            _display({"text/markdown": f'**bold** <img src=x onerror="{ran("md")}">'}),
             _display({"text/vnd.mermaid": f"</pre><img src=x onerror=\"{ran('mermaid')}\">"}),
         ]
         return [code, new_markdown_cell(f"<img src=x onerror=\"{ran('markdown')}\"> {FORGED_BOX}")], {}
@@ -83,12 +82,16 @@ def hostile_cells(kind: str) -> tuple[list, dict]:
         code.outputs = [_display({"image/png": BAD_PNG}, {"image/png": {"width": f"1 onerror={ran('width')}",
                                                                          "height": 2}}),
                         _display({"image/jpeg": BAD_PNG}, {"width": f"1 onerror={ran('jpeg')}"})]
+        return [code], {}
+    if kind == "invalid":  # fields the notebook format forbids, which a student's file can hold all the same
+        code = new_code_cell("print(1)")
         code.execution_count = f"<img src=x onerror={ran('count')}>"
+        code.outputs = [_display({"text/html": f"<img src=x onerror={ran('invalid')}>"}, {"isolated": "yes"})]
         return [code], {}
     raise ValueError(kind)
 
 
-KINDS = ("metadata", "rich", "image")
+KINDS = ("metadata", "rich", "image", "invalid")
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +112,7 @@ def pages(tmp_path_factory):
         real.source += f"\n{HIDDEN_BEGIN}\n{SECRET}\n{HIDDEN_END}\n"  # as nbgrader's autograde puts them back
         graded = cfg.out / "autograded" / kind / F.LAB / f"{F.LAB}.ipynb"
         graded.parent.mkdir(parents=True)
-        nbformat.write(nbformat.from_dict(json.loads(nbformat.writes(nb))), graded)
+        graded.write_text(json.dumps(nb))  # as a file: the hostile fields (a text execution count) kept as they are
         scores = {"test_add": 2.0, "test_scale": 0.0}
         results.append({"student": kind, "lab": F.LAB, "scores": {F.LAB: scores}, "score": 2.0, "max_score": 5.0,
                         "problems": [], "seconds": 1.0, "submission_sha256": kind})
