@@ -71,7 +71,8 @@ def hostile_cells(kind: str) -> tuple[list, dict]:
         code = new_code_cell("show()")
         code.outputs = [
             _display({"text/html": f'<img src=x onerror="{ran("html")}"><script>{ran("script")}</script>{FORGED_BOX}'}),
-            _display({"image/svg+xml": f'<svg xmlns="http://www.w3.org/2000/svg" onload="{ran("svg")}"><circle r="4"/></svg>'}),
+            _display({"image/svg+xml": f'<svg xmlns="http://www.w3.org/2000/svg" onload="{ran("svg")}">'
+                                       '<circle r="4"/></svg>'}),
             _display({"application/javascript": ran("js")}),
             _display({"text/markdown": f'**bold** <img src=x onerror="{ran("md")}">'}),
             _display({"text/vnd.mermaid": f"</pre><img src=x onerror=\"{ran('mermaid')}\">"}),
@@ -108,7 +109,8 @@ def pages(tmp_path_factory):
         at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "impl") + 1
         nb.cells[at:at] = cells
         nb.metadata.update(meta)
-        real = next(c for c in nb.cells[at + len(cells):] if c.metadata.get("nbgrader", {}).get("grade_id") == "test_add")
+        real = next(c for c in nb.cells[at + len(cells):]
+                    if c.metadata.get("nbgrader", {}).get("grade_id") == "test_add")
         real.source += f"\n{HIDDEN_BEGIN}\n{SECRET}\n{HIDDEN_END}\n"  # as nbgrader's autograde puts them back
         graded = cfg.out / "autograded" / kind / F.LAB / f"{F.LAB}.ipynb"
         graded.parent.mkdir(parents=True)
