@@ -1,20 +1,23 @@
-"""A class run killed halfway leaves nothing behind once the next run is over, and grades every student once
-(autograder/pipeline/cleanup.py, issue 49).
+"""A class run stopped in every way leaves nothing behind once the next run is over, and grades every student
+once (autograder/pipeline/cleanup.py and spawn.py, issue 49).
 
-The tiny lab, four students, each notebook slowed by a cell that sleeps, graded by `grade_class` in a process
-of its own (the "main process"), two workers. Once the first student's result is written, the test kills:
-- the main process alone (SIGKILL): its grader processes live on, orphans, and finish their students; or
-- the main process's whole process group (SIGKILL): the graders die too, leaving control groups and scratch
-  mounts behind;
-- the main process with SIGTERM, or the whole group with SIGINT (a terminal's Ctrl-C): the run kills the
-  graders in flight, records nothing for their students, removes what they left and exits (code 3 here)
-  with nothing left behind, before any second run.
-A second run is then started at once. Afterwards: no control group of the grader, no scratch mount under the
-output folder and no process of the sandboxes' uids is left; every student has a result with full marks; and
-each result file was written once (a thread watches every result file's modification time throughout).
+The tiny lab, ten students, each notebook slowed by a cell that sleeps, graded by `grade_class` in a process of
+its own (the "main process"), two workers. The same class is started five times. Each of the first four runs
+is stopped once a new result file appears, in one way each:
+- SIGTERM to the main process (what `kill PID` sends), then SIGINT to its whole process group (a terminal's
+  Ctrl-C): the run kills the graders in flight, records nothing for their students, removes what they left and
+  exits (code 3 here), with nothing left behind before the next run starts;
+- SIGKILL of the main process alone: its grader processes live on, orphans, and finish their students while
+  the next run starts (which waits for them, by the students' locks);
+- SIGKILL of the main process's whole group: the graders die too, leaving control groups and scratch mounts.
+The fifth run is left to finish. Afterwards: no control group of the grader, no scratch mount under the output
+folder and no process of the sandboxes' uids is left; every student has a result with full marks; each result
+file was written once (a thread watches every result file's modification time throughout); and the last run
+says it removed what the group kill left.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -35,7 +38,8 @@ from autograder.sandbox.bounds import available
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not available()[0], reason=f"no control groups here: {available()[2]}")]
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
-STUDENTS = [f"s{i}" for i in range(4)]
+STUDENTS = [f"s{i}" for i in range(10)]
+STOPS = ("SIGTERM", "SIGINT", "main process", "process group")
 RUN = f"""
 import sys
 sys.path[:0] = [{str(SUPPORT)!r}]
@@ -80,51 +84,59 @@ def _left(out: Path) -> dict:
             "processes": sorted(p for u in uids for p in processes_of(u))}
 
 
-@pytest.mark.parametrize("kill", ["main process", "process group", "SIGTERM", "SIGINT"])
-def test_a_killed_run_then_a_rerun_leave_nothing_and_grade_each_student_once(tmp_path, kill):
+def _stop(proc: subprocess.Popen, how: str) -> None:
+    if how == "SIGTERM":
+        proc.send_signal(signal.SIGTERM)
+    elif how == "SIGINT":
+        os.killpg(proc.pid, signal.SIGINT)
+    elif how == "main process":
+        proc.kill()
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_a_run_stopped_in_every_way_leaves_nothing_and_grades_each_student_once(tmp_path):
     course = F.make_course(tmp_path / "course")
     subs, out = tmp_path / "subs", tmp_path / "out"
     build_template(Config(F.LAB, subs, out, course, workers=2, lab_checks=F.LAB_CHECKS))
     release = nbformat.read(out / "template" / "labs" / F.LAB / f"{F.LAB}.ipynb", as_version=4)
     for s in STUDENTS:
         (subs / s / F.LAB).mkdir(parents=True)
-        nbformat.write(F.student(release, F.SOLUTION, after=["import time\ntime.sleep(3)"]),
+        nbformat.write(F.student(release, F.SOLUTION, after=["import time\ntime.sleep(1)"]),
                        subs / s / F.LAB / f"{F.LAB}.ipynb")
     writes = Writes(out / "results")
     writes.start()
     args = [sys.executable, "-c", RUN, str(subs), str(out), str(course)]
-    first = subprocess.Popen(args, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 600
-    while not list((out / "results").glob("*.json")) and time.monotonic() < deadline and first.poll() is None:
-        time.sleep(0.1)
-    assert first.poll() is None, first.stdout.read().decode()[-3000:]  # still grading: killed halfway
-    if kill == "main process":
-        first.kill()
-    elif kill == "process group":
-        os.killpg(first.pid, signal.SIGKILL)
-    elif kill == "SIGTERM":  # what `kill PID` sends
-        first.send_signal(signal.SIGTERM)
-    else:  # what a terminal's Ctrl-C sends: SIGINT to every process of the foreground group
-        os.killpg(first.pid, signal.SIGINT)
-    said = first.communicate(timeout=120)[0].decode()
-    if kill.startswith("SIGINT") or kill.startswith("SIGTERM"):  # told to stop: it stops soon, cleaning up itself
-        assert first.returncode == 3 and f"stopped {kill}" in said, said[-3000:]
-        left = _left(out)
-        assert not any(left.values()), left
-    rerun = subprocess.run(args, capture_output=True, text=True, timeout=900)
+
+    def results() -> int:
+        return len(list((out / "results").glob("*.json")))
+
+    for how in STOPS:
+        before = results()
+        run = subprocess.Popen(args, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 600
+        while results() == before and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.05)
+        assert run.poll() is None, (how, run.stdout.read().decode()[-3000:])  # still grading: stopped halfway
+        _stop(run, how)
+        said = run.communicate(timeout=120)[0].decode()
+        if how in ("SIGTERM", "SIGINT"):  # told to stop: it stops soon, and cleans up itself
+            assert run.returncode == 3 and f"stopped {how}" in said, (how, said[-3000:])
+            left = _left(out)
+            assert not any(left.values()), (how, left)
+    assert results() < len(STUDENTS)  # the last run has students left to grade
+    last = subprocess.run(args, capture_output=True, text=True, timeout=900)
     writes.stop.set()
     writes.join()
-    assert rerun.returncode == 0 and f"graded {len(STUDENTS)}" in rerun.stdout, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert last.returncode == 0 and f"graded {len(STUDENTS)}" in last.stdout, last.stdout[-3000:] + last.stderr[-3000:]
+    # the graders the group kill took down left their control groups: the last run found and removed them
+    assert "cleaned up: removed the control groups" in last.stderr, last.stderr[-3000:]
     deadline = time.monotonic() + 30
     while any(_left(out).values()) and time.monotonic() < deadline:  # an orphan's last moments
         time.sleep(0.5)
     left = _left(out)
     assert not any(left.values()), left
-    import json
-
     scores = {s: json.loads((out / "results" / f"{s}.json").read_text())["score"] for s in STUDENTS}
     assert scores == {s: 5.0 for s in STUDENTS}, scores
     twice = {s: len(t) for s, t in writes.seen.items() if len(t) > 1}
     assert not twice, f"result files written more than once: {twice}"
-    if kill == "process group":  # the graders died mid-student: their groups and mounts were found and removed
-        assert "cleaned up: removed the control groups" in rerun.stderr, rerun.stderr[-3000:]
