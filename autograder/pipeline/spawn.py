@@ -8,8 +8,8 @@ process of the student.
 
 A run told to stop (SIGTERM, SIGINT: `stopping`, installed by schedule.grade_class) sets STOP: every step in
 flight kills its grader process (and every process of its student) within POLL_S and raises Stopped, which
-records nothing for that student, so the next run grades it afresh. Grader processes ignore SIGINT and
-SIGTERM themselves (a terminal's Ctrl-C reaches the whole process group): the class process decides.
+records nothing for that student, so the next run grades it afresh. Grader processes let SIGINT and SIGTERM
+pass (a terminal's Ctrl-C reaches the whole process group): the class process decides.
 """
 from __future__ import annotations
 
@@ -99,11 +99,17 @@ def in_own_process(what: str, cfg: Config, layout: dict, student: str, folder: P
     return value
 
 
+def _ignore(_signum, _frame) -> None:
+    """A grader process's SIGINT and SIGTERM handler: nothing (module docstring)."""
+
+
 def _child(send, what: str, cfg: Config, layout: dict, student: str, folder: Path, slot: int, key: bytes) -> None:
     from autograder.checks import add_folder
 
     for sig in (signal.SIGINT, signal.SIGTERM):  # the class process stops this one (module docstring)
-        signal.signal(sig, signal.SIG_IGN)
+        # a handler that does nothing, not SIG_IGN: an ignored signal stays ignored in every program this process
+        # starts (the student's kernel and its helpers), where a handler is reset to the default
+        signal.signal(sig, _ignore)
     for extra in cfg.lab_checks:  # a lab's checks outside the package, as the class's process found them
         add_folder(extra)
     try:
