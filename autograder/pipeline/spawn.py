@@ -103,13 +103,18 @@ def _ignore(_signum, _frame) -> None:
     """A grader process's SIGINT and SIGTERM handler: nothing (module docstring)."""
 
 
+def pass_over_stop_signals() -> None:
+    """In a grader process: SIGINT and SIGTERM do nothing (the class process stops it, module docstring). By a
+    handler that does nothing, not SIG_IGN: an ignored signal stays ignored in every program this process
+    starts (the student's kernel and its helpers), where a handler is reset to the default."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _ignore)
+
+
 def _child(send, what: str, cfg: Config, layout: dict, student: str, folder: Path, slot: int, key: bytes) -> None:
     from autograder.checks import add_folder
 
-    for sig in (signal.SIGINT, signal.SIGTERM):  # the class process stops this one (module docstring)
-        # a handler that does nothing, not SIG_IGN: an ignored signal stays ignored in every program this process
-        # starts (the student's kernel and its helpers), where a handler is reset to the default
-        signal.signal(sig, _ignore)
+    pass_over_stop_signals()
     for extra in cfg.lab_checks:  # a lab's checks outside the package, as the class's process found them
         add_folder(extra)
     try:

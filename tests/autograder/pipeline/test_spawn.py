@@ -17,3 +17,22 @@ def test_the_steps_are_grade_s_own():
 def test_no_other_name_starts_a_process(tmp_path, what):
     with pytest.raises(ValueError, match="no grading step"):
         spawn.in_own_process(what, Config("lab1", tmp_path, tmp_path), {}, "ada", tmp_path, 0, b"k", limit_s=5)
+
+
+def test_a_grader_process_passes_over_stop_signals_and_what_it_starts_does_not():
+    """A grader process lets SIGINT and SIGTERM pass (the class process stops it), and a program it starts (the
+    student's kernel, its helpers) gets the default: SIGTERM ends it. With SIG_IGN, the program would inherit it."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import os, signal, subprocess, sys\n"
+            "from autograder.pipeline.spawn import pass_over_stop_signals\n"
+            "pass_over_stop_signals()\n"
+            "os.kill(os.getpid(), signal.SIGTERM)  # passed over\n"
+            "child = subprocess.run(['grep', '^SigIgn', '/proc/self/status'], capture_output=True, text=True)\n"
+            "print(int(child.stdout.split()[1], 16))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    ignored = int(out.stdout.strip())
+    assert not ignored & (1 << (signal.SIGTERM - 1)) and not ignored & (1 << (signal.SIGINT - 1)), hex(ignored)
