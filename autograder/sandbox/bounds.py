@@ -309,6 +309,32 @@ def first_in_line(group: "Group | None"):
             pass
 
 
+@contextmanager
+def one_core(slot: int = 0):
+    """For the block, this thread, and every process and thread it starts (the student's sandbox: a child
+    inherits its parent's CPU affinity), run on one core: the `slot`-th of the cores this process may use
+    (modulo their number), so that two graders timing at once do not share one. A timing compares the course's
+    code, run in this thread, with the student's, run in its sandbox, as the notebook compares them in one
+    process on one core: cores of one machine do not run equally fast (on a virtual machine, the one whose
+    host core is shared with another guest's work runs interpreted code up to 1.7x slower), and a ratio of two
+    calls timed on two cores measures that too. The affinity is put back when the block ends. A student's
+    process may widen its own affinity: its time is counted in CPU seconds of its whole group, so spreading
+    work over cores buys nothing, and where it runs is then its own choice. Without `sched_setaffinity`
+    (not Linux), or with one core only: nothing changes."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = []
+    if len(allowed) < 2:
+        yield
+        return
+    os.sched_setaffinity(0, {allowed[slot % len(allowed)]})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
 class Scratch:
     """A size-capped tmpfs mounted over a (new, empty) folder; `close()` unmounts it."""
 

@@ -131,6 +131,43 @@ def test_batch_speedup_draws_a_fresh_pair_before_every_call_from_a_generator_of_
     assert not set(pairs) & set(run(0, pair_seed=5))
 
 
+def test_batch_speedup_builds_each_calls_rows_on_the_clock_in_arrays_of_their_own(monkeypatch):
+    """The grader's wire delivers a timed call's rows as one row and a count, and the student's side builds them
+    with np.tile on the student's clock; the notebook's figure counts the same build: every np.tile of
+    BATCH_ROWS rows happens between the start and the stop of a "batch" call's clock, and no two calls share an
+    array (a sampler cannot keep anything keyed by the arrays it was handed)."""
+    from speclab.clock import use_stopwatch
+
+    log, handed = [], []
+    real_tile = np.tile
+
+    def tile(a, reps):
+        out = real_tile(a, reps)
+        if len(out) == speedtest.BATCH_ROWS:
+            log.append("tile")
+        return out
+
+    monkeypatch.setattr(speedtest.np, "tile", tile)
+
+    def stopwatch(fn, device=None):
+        log.append("start")
+        fn()
+        log.append("stop")
+        return 1.0
+
+    def sampler(p, q, rng):
+        handed.append((p, q))
+        log.append("batch")
+        return np.zeros(len(p), dtype=np.int64)
+
+    with use_stopwatch(stopwatch):
+        speedtest.batch_speedup(sampler, budget_s=5.0)
+    timed = [log[i:i + 5] for i in range(len(log)) if log[i:i + 5] == ["start", "tile", "tile", "batch", "stop"]]
+    assert len(timed) == speedtest.LOOKS[0] + 1 == log.count("tile") / 2  # every call, the warm-up's too
+    arrays = [a for pair in handed for a in pair]
+    assert len({id(a) for a in arrays}) == len(arrays) and not any(np.shares_memory(a, b) for a, b in handed)
+
+
 # ----------------------------------------------------------------------------- Lab 2: fresh prompts
 @pytest.mark.slow
 def test_batch_speedup_fails_a_loop_in_disguise():

@@ -282,3 +282,22 @@ def test_a_group_that_uses_its_whole_quota_gets_no_discount():
     own, cpu, _ = _group_clock_ratio(0.5, 2, compete=False)
     assert cpu <= 0.5 + 0.05, cpu  # the quota held
     assert own >= cpu / 0.5 - 0.1, (own, cpu)
+
+
+def test_one_core_pins_this_thread_and_what_it_starts_then_puts_it_back():
+    """bounds.one_core(slot): inside, this thread and a process it starts (as the grader starts the student's
+    sandbox) may run on the slot-th allowed core only (modulo their number), so the course's baseline and the
+    student's code are timed on one core, as the notebook times them; afterwards the affinity is as before."""
+    from autograder.sandbox.bounds import one_core
+
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("one core only: one_core changes nothing")
+    child = [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
+    for slot in (1, len(allowed)):  # the second core; then one past the last, which wraps to the first
+        core = allowed[slot % len(allowed)]
+        with one_core(slot):
+            assert os.sched_getaffinity(0) == {core}
+            assert subprocess.run(child, capture_output=True, text=True, check=True).stdout.strip() == str([core])
+        assert sorted(os.sched_getaffinity(0)) == allowed
+    assert subprocess.run(child, capture_output=True, text=True, check=True).stdout.strip() == str(allowed)
