@@ -310,12 +310,9 @@ def _prlimit(limits: Limits, uid: int | None, caps: Capabilities) -> list[str]:
     return ["prlimit", *lim, "--"]
 
 
-# glibc's allocator at the thresholds it moves to by itself once a process frees a large block (its dynamic
-# maxima on 64-bit: blocks under 32 MB come from the heap, and up to 64 MB freed at its top is kept). A student's
-# notebook kernel gets there after its first large array; the harness, which reads and writes JSON between every
-# two calls, kept falling back, and Lab 1's timed call page-faulted its 50,000-row arrays in afresh each time
-# (359-718 faults, 1-3 ms of a 10 ms call, measured with getrusage in the harness), a cost the notebook's own
-# figure does not have. Fixed thresholds cost at most 64 MB of freed memory kept, inside the student's bound.
+# The student's process starts with glibc's allocator held where a speed test holds the notebook's kernel
+# (speclab.clock.steady_allocator): a timed call's arrays are not page-faulted in afresh on one side only.
+# The sandbox imports nothing of the course: the same string as speclab.clock.GLIBC_TUNABLES (a test says so).
 MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864"
 
 

@@ -168,6 +168,46 @@ def test_batch_speedup_builds_each_calls_rows_on_the_clock_in_arrays_of_their_ow
     assert len({id(a) for a in arrays}) == len(arrays) and not any(np.shares_memory(a, b) for a, b in handed)
 
 
+STEADY = """
+import json, resource, sys, numpy as np
+from speclab import clock
+if sys.argv[1] == "steady":
+    assert clock.steady_allocator()
+faults = []
+for _ in range(3):  # a timed call's inputs: two 50,000-row arrays, built, then freed
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    p, q = (np.tile(np.full(4, 0.25), (50000, 1)) for _ in range(2))
+    del p, q
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(json.dumps(faults))
+"""
+
+
+def test_a_speed_test_holds_its_processs_allocator_where_the_graders_sandbox_holds_the_students():
+    """speclab.clock.steady_allocator (called by paired_rounds, so by every speed test of a notebook): after it, the
+    second build of a timed call's two 1.6 MB arrays reuses the heap (a few page faults) where a fresh process
+    without it faults them in again (about 800 pages): the control run shows the count tells the two apart."""
+    import json
+    import subprocess
+    import sys
+
+    def faults(mode):
+        out = subprocess.run([sys.executable, "-c", STEADY, mode], capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+    assert faults("default")[1] >= 700
+    assert faults("steady")[1] <= 100
+
+
+def test_every_speed_test_steadies_the_allocator_first(monkeypatch):
+    from speclab import clock
+
+    calls = []
+    monkeypatch.setattr(clock, "steady_allocator", lambda: calls.append(1) or True)
+    speedtest.paired_rounds([lambda: None], ["x"], lambda r: True, budget_s=60)
+    assert calls == [1]
+
+
 # ----------------------------------------------------------------------------- Lab 2: fresh prompts
 @pytest.mark.slow
 def test_batch_speedup_fails_a_loop_in_disguise():
