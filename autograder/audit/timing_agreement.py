@@ -1,6 +1,6 @@
 """What the notebook prints is what the grader measures, quiet and under load, for both labs' speed cells.
 
-    python -m autograder.audit.timing_agreement [--quiet lab1=5 lab2=3] [--loaded 10] [--busy 2] [--report]
+    python -m autograder.audit.timing_agreement [--quiet lab1=7 lab2=3] [--loaded 10] [--busy 2] [--report]
 
 `make audit timing_agreement` runs it with --report and writes autograder/audit/reports/timing_agreement.json.
 
@@ -19,10 +19,10 @@ Lab 1 also times four students who try to buy the point under the same load (`HO
 Lab 2's are the `lab2_timing` and `timing_load` audits' (a decoder that never speculates, a CPU burner, a
 memoiser, the four slow decoders of the mutant catalog).
 
-Its verdicts: the median of the quiet grader figures within 25 % of the median of the quiet notebook figures, the
-two taken in turn (notebook, grader, notebook, grader, ...) so that both see the machine in the same states; every
-quiet grading timed; at most 1 in 20 correct gradings under load held pending, none failed; every hostile student
-at 0; the slowest correct implementation's quiet grader median at least 2x Lab 1's bar (Lab 2's bar is a speed-up
+Its verdicts: the grader measures what the notebook measures: the median, over `--quiet` pairs taken one after the
+other (a notebook figure, then a grader figure, then the next pair), of the grader figure over the notebook figure
+just before it, within 25 % of 1; every quiet grading timed; at most 1 in 20 correct gradings under load held
+pending, none failed; every hostile student at 0; the slowest correct implementation's quiet grader median at least 2x Lab 1's bar (Lab 2's bar is a speed-up
 over plain decoding, see `SPEED_MARGIN`).
 
 Why medians, and taken in turn: on the machine this course is built on, interpreted Python runs at one of two
@@ -31,11 +31,19 @@ the same process, the same core, no other work on the machine, no steal time), a
 far less. Lab 1's figure is a loop over a vectorised call, so the notebook's own figure moves with the state: one
 run measured the reference at 65x, 87x and 104x in the notebook alone. A grader figure compared with a notebook
 figure taken minutes earlier (as this audit did first) compares two states of the machine, not two ways of
-measuring; the median of five of each, taken in turn, compares the ways of measuring. Each figure, and each grader
-figure over the notebook figure taken just before it, is in the report, and that stricter comparison is a target
+measuring; a grader figure over the notebook figure taken just before it compares the ways of measuring in one
+state, mostly, and the median of such ratios (seven for Lab 1) leaves out the pairs a change of state split. Each figure, each
+ratio, and the ratio of the two sides' medians are in the report; every ratio within 25 % is a target
 ("targets"): met, or how far off.
 
-One figure is a target it measures and reports ("targets": met, or how far off), not a verdict: every grader
+What makes the two agree (each measured on Lab 1's reference, getrusage and /proc in the harness): the timed
+call's rows are built on the clock on both sides (`speclab.speedtest.batch_speedup`); the grader's baseline and
+the student's code run on one core, as the notebook's do (`autograder.sandbox.bounds.one_core`: unpinned, the
+harness ran on the other core of two, whose speed for interpreted code differs); both processes' allocators are
+held at fixed thresholds (`speclab.clock.steady_allocator`, the sandbox's GLIBC_TUNABLES: the harness otherwise
+page-faulted 700-1,000 pages a call, 2-3 ms of 10). Before these, the grader measured 0.62-0.82 of the notebook.
+
+Another target it measures and reports ("targets": met, or how far off), not a verdict: every grader
 figure under load within 25 % of the quiet grader median. Load changes how fast code runs per CPU second (caches,
 the clock rate of busy cores), and not equally for the decoder and the baseline: the notebook's own figure, which
 no wire or control group touches, moves too (`notebook_loaded`). What the grade depends on, the verdict, is
@@ -294,8 +302,10 @@ def run_lab(lab: str, quiet: int, loaded: int, busy: int, work: Path, log=print)
         table[impl]["decided_by_last_look"] = round(speedtest.decided_by(max(theta, 0.05), speedtest.LOOKS[-1]), 3)
         tests[f"{impl}: every quiet grading timed ({sum(x is not None for x in grader_quiet)} of {quiet})"] = \
             all(x is not None for x in grader_quiet)
-        tests[f"{impl}: the quiet grader median {quiet_median:.2f} within 25 % of the notebook's quiet median "
-              f"{nb_quiet:.2f} ({quiet} of each, taken in turn)"] = within(quiet_median, nb_quiet)
+        paired = statistics.median([b for b in beside if b is not None] or [float("nan")])
+        table[impl]["median_of_grader_over_notebook_just_before"] = round(paired, 3)
+        tests[f"{impl}: the median of the {quiet} quiet grader figures over the notebook figure taken just before "
+              f"each, {paired:.2f}, within 25 % of 1"] = abs(paired - 1) <= AGREE
         targets[f"{impl}: every quiet grader figure within 25 % of the notebook figure taken just before it"] = (
             "met" if all(within(x, n) for x, n in zip(grader_quiet, nb_figures)) else
             "not met: " + ", ".join("-" if b is None else f"{b:.2f}" for b in beside) + " of it")
@@ -331,7 +341,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labs", nargs="+", default=["lab1", "lab2"])
-    ap.add_argument("--quiet", nargs="+", default=["lab1=5", "lab2=3"],
+    ap.add_argument("--quiet", nargs="+", default=["lab1=7", "lab2=3"],
                     help="quiet timings per implementation, notebook and grader each: N for every lab, or LAB=N")
     ap.add_argument("--loaded", type=int, default=10, help="gradings per implementation under the busy loops")
     ap.add_argument("--busy", type=int, default=2, help="outside busy-loop processes")
