@@ -22,19 +22,19 @@ memoiser, the four slow decoders of the mutant catalog).
 Its verdicts: the grader measures what the notebook measures: the median, over `--quiet` pairs taken one after the
 other (a notebook figure, then a grader figure, then the next pair), of the grader figure over the notebook figure
 just before it, within 25 % of 1; every quiet grading timed; at most 1 in 20 correct gradings under load held
-pending, none failed; every hostile student at 0; the slowest correct implementation's quiet grader median at least 2x Lab 1's bar (Lab 2's bar is a speed-up
-over plain decoding, see `SPEED_MARGIN`).
+pending, none failed; every hostile student at 0; the slowest correct implementation's quiet grader median at least
+2x Lab 1's bar (Lab 2's bar is a speed-up over plain decoding, see `SPEED_MARGIN`).
 
-Why medians, and taken in turn: on the machine this course is built on, interpreted Python runs at one of two
-speeds that alternate over tens of seconds (a 500-row `draws_loop` takes about 5 ms in one and 8.7 ms in the other,
-the same process, the same core, no other work on the machine, no steal time), and numpy's vectorised code slows
-far less. Lab 1's figure is a loop over a vectorised call, so the notebook's own figure moves with the state: one
-run measured the reference at 65x, 87x and 104x in the notebook alone. A grader figure compared with a notebook
-figure taken minutes earlier (as this audit did first) compares two states of the machine, not two ways of
-measuring; a grader figure over the notebook figure taken just before it compares the ways of measuring in one
-state, mostly, and the median of such ratios (seven for Lab 1) leaves out the pairs a change of state split. Each figure, each
-ratio, and the ratio of the two sides' medians are in the report; every ratio within 25 % is a target
-("targets"): met, or how far off.
+Why medians, and taken in turn: on the machine this course is built on, interpreted Python runs at one of two speeds
+that alternate over tens of seconds (a 500-row `draws_loop` takes about 5 ms in one and 8.7 ms in the other, the
+same process, the same core, no other work on the machine, no steal time), and numpy's vectorised code slows far
+less. Lab 1's figure is a loop over a vectorised call, so the notebook's own figure moves with the state: one run
+measured the reference at 65x, 87x and 104x in the notebook alone. A grader figure compared with a notebook figure
+taken minutes earlier (as this audit did first) compares two states of the machine, not two ways of measuring; a
+grader figure over the notebook figure taken just before it compares the ways of measuring in one state, mostly, and
+the median of such ratios (seven for Lab 1) leaves out the pairs a change of state split. Each figure, each ratio,
+and the ratio of the two sides' medians are in the report; every ratio within 25 % is a target ("targets"): met, or
+how far off.
 
 What makes the two agree (each measured on Lab 1's reference, getrusage and /proc in the harness): the timed
 call's rows are built on the clock on both sides (`speclab.speedtest.batch_speedup`); the grader's baseline and
