@@ -123,6 +123,19 @@ def pausing(pause: Callable[[], object]):
         yield
 
 
+# How the grader puts its baseline and the student's code on one core while it times (autograder/sandbox/bounds.py,
+# `one_core`): a callable giving a context manager, set by the pipeline (`pinning()`) and entered by `timing_lock`;
+# outside the pipeline (a notebook) the baseline and the student's code already run in one thread of one process.
+_PIN: contextvars.ContextVar[Callable[[], object] | None] = contextvars.ContextVar("speclab_pin", default=None)
+
+
+@contextmanager
+def pinning(pin: Callable[[], object]):
+    """While inside, every timed section (`timing_lock`) runs inside `pin()` (a context manager)."""
+    with bound(_PIN, pin):
+        yield
+
+
 def student_paused(student_labels) -> Callable[[str], object]:
     """`around` for speclab.speedtest.paired_rounds: a timed call whose label is not one of the student's
     (a baseline the grader runs in its own process) runs with the student's sandbox paused, so nothing the
@@ -185,8 +198,11 @@ def timing_lock(wait_s: float = LOCK_WAIT_S):
     """Time alone: no other check of this process runs (autograder/checks/alone.py), and no
     other grader times (the lock file SPECLAB_TIMING_LOCK names, when it is set).
 
+    While the pipeline pins (`pinning`), the section also runs on one core with the student's code.
+
     Yields a note (empty, or why the section timed without the lock file)."""
-    with alone(), _lock_file(wait_s) as note:
+    pin = _PIN.get()
+    with alone(), _lock_file(wait_s) as note, pin() if pin is not None else nullcontext():
         yield note
 
 

@@ -17,8 +17,9 @@ scratch). Grading is in two phases.
 checks are over, one student at a time, so no other student's process exists while it is timed, and
 the student's own sandbox is frozen while the grader times its baseline (autograder.checks.timing
 .pausing), and the pair (the student's group and the grader's beside it) comes first in the kernel's
-share of the CPU, ahead of any outside work (bounds.first_in_line), both on one core (bounds.one_core: the
-notebook times its baseline and the student's code on one core too). A timing without a clear verdict
+share of the CPU, ahead of any outside work (bounds.first_in_line), and while it times, both run on one core
+(bounds.one_core, through autograder.checks.timing.pinning: the notebook times its baseline and the student's
+code on one core too). A timing without a clear verdict
 is timed once more, alone, at the end of the run (Config.timing_attempts); still unclear, its points are
 held (results.hold_pending) until `--retime`. `grade_student` runs both phases in this process
 (Gradescope grades one student).
@@ -325,7 +326,8 @@ def _time_cells(cfg: Config, layout: dict, student: str, folder: Path, slot: int
         fixed, _ = normalise(read_notebook(usable[name]), release)
         with timing_.pausing(pause) if pause else nullcontext(), \
                 timing_.student_clock(work, cpu=bounded.group is not None), \
-                bounds_.beside(bounded.group), bounds_.first_in_line(bounded.group), bounds_.one_core(slot):
+                timing_.pinning(functools.partial(bounds_.one_core, bounded.group)), \
+                bounds_.beside(bounded.group), bounds_.first_in_line(bounded.group):
             judged, _, timings, measured = judge.judge(
                 verdict_box, verdict_scratch, name, json.dumps(fixed, indent=1), set(cells), specs,
                 limits.cell_timeout_s or lab_timeout(lab), limits.notebook_timeout_s, key=key,

@@ -135,6 +135,16 @@ class Group:
         """The file that lists the group's threads (v1 `tasks`, v2 `cgroup.threads`)."""
         return [self.dirs["cpu"] / "tasks"] if self.version == 1 else [self.dirs["unified"] / "cgroup.threads"]
 
+    def tids(self) -> set[int]:
+        """The group's threads now (every thread of every process in it)."""
+        out: set[int] = set()
+        for f in self.thread_files():
+            try:
+                out |= {int(x) for x in f.read_text().split()}
+            except OSError:
+                pass
+        return out
+
     def pids(self) -> set[int]:
         out: set[int] = set()
         for f in self.procs_files():
@@ -309,33 +319,56 @@ def first_in_line(group: "Group | None"):
             pass
 
 
+def current_core() -> int | None:
+    """The core this thread runs on now (/proc/thread-self/stat, field 39), or None where it cannot be read."""
+    try:
+        return int(Path("/proc/thread-self/stat").read_text().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 @contextmanager
-def one_core(slot: int = 0):
-    """For the block, this thread, and every process and thread it starts (the student's sandbox: a child
-    inherits its parent's CPU affinity), run on one core: the `slot`-th of the cores this process may use
-    (modulo their number), so that two graders timing at once do not share one. A timing compares the course's
-    code, run in this thread, with the student's, run in its sandbox, as the notebook compares them in one
-    process on one core: cores of one machine do not run equally fast (on a virtual machine, the one whose
-    host core is shared with another guest's work runs interpreted code up to 1.7x slower), and a ratio of two
-    calls timed on two cores measures that too. The affinity is put back when the block ends. A student's
-    process may widen its own affinity: its time is counted in CPU seconds of its whole group, so spreading
-    work over cores buys nothing, and where it runs is then its own choice. Without `sched_setaffinity`
-    (not Linux), or with one core only: nothing changes."""
+def one_core(group: "Group | None"):
+    """For the block, this thread and every thread of the student's `group` (and any thread they start: a new
+    thread inherits its creator's affinity) run on one core, the one this thread is on when the block starts.
+    A timing compares the course's code, run in this thread, with the student's, run in its sandbox, as the
+    notebook compares them in one process on one core: cores of one machine do not run equally fast (on a
+    virtual machine, the one whose host core is shared with another guest's work runs interpreted code up to
+    1.7x slower), and a ratio of two calls timed on two cores measures that too. Every affinity is put back
+    when the block ends. A student's process may widen its own affinity: its time is counted in CPU seconds
+    of its whole group, so spreading work over cores buys nothing, and where it runs is then its own choice.
+    None (no group), one core, or a machine that refuses (not Linux, a container without the right): nothing
+    changes."""
     try:
-        allowed = sorted(os.sched_getaffinity(0))
+        allowed = os.sched_getaffinity(0)
     except (AttributeError, OSError):
-        allowed = []
+        allowed = set()
+    core = current_core()
+    if group is None or len(allowed) < 2 or core not in allowed:
+        yield
+        return
+    moved: dict[int, set[int]] = {}
     try:
-        if len(allowed) < 2:
-            raise OSError("one core only")
-        os.sched_setaffinity(0, {allowed[slot % len(allowed)]})
-    except OSError:  # one core, or a container that refuses it: timed as before
+        os.sched_setaffinity(0, {core})
+    except OSError:
         yield
         return
     try:
+        for tid in group.tids():
+            try:
+                before = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, {core})
+                moved[tid] = before
+            except OSError:  # gone already, or not this process's to move
+                pass
         yield
     finally:
         os.sched_setaffinity(0, allowed)
+        for tid, before in moved.items():
+            try:
+                os.sched_setaffinity(tid, before)
+            except OSError:
+                pass
 
 
 class Scratch:

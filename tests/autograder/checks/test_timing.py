@@ -255,3 +255,27 @@ def test_paired_rounds_time_cpu_work_on_a_cpu():
                                   lambda r: True, budget_s=5)
     assert all(t < 0.05 for t in rounds.column("sleeps")), rounds.times
     assert all(t >= 0.05 for t in rounds.column("works")), rounds.times
+
+
+def test_a_timed_section_runs_inside_the_pipelines_pin_and_only_there():
+    """autograder.checks.timing.pinning: the pipeline's pin (bounds.one_core on the student's group) is entered when
+    a timed section starts and left when it ends; outside the pipeline nothing is entered."""
+    from contextlib import contextmanager
+
+    from autograder.checks import timing
+
+    log = []
+
+    @contextmanager
+    def pin():
+        log.append("pinned")
+        yield
+        log.append("unpinned")
+
+    with timing.timing_lock():
+        log.append("timed alone")
+    with timing.pinning(pin):
+        log.append("untimed")
+        with timing.timing_lock():
+            log.append("timed")
+    assert log == ["timed alone", "untimed", "pinned", "timed", "unpinned"]

@@ -284,20 +284,43 @@ def test_a_group_that_uses_its_whole_quota_gets_no_discount():
     assert own >= cpu / 0.5 - 0.1, (own, cpu)
 
 
-def test_one_core_pins_this_thread_and_what_it_starts_then_puts_it_back():
-    """bounds.one_core(slot): inside, this thread and a process it starts (as the grader starts the student's
-    sandbox) may run on the slot-th allowed core only (modulo their number), so the course's baseline and the
-    student's code are timed on one core, as the notebook times them; afterwards the affinity is as before."""
-    from autograder.sandbox.bounds import one_core
+def test_one_core_puts_this_thread_and_the_students_threads_on_one_core_then_back(group):
+    """bounds.one_core(group): inside, this thread and every thread of the student's group (a process started
+    through the group's prefix, with a second thread) may run only on the core this thread was on when the block
+    began, and a process the student starts inside inherits it; afterwards every affinity is as before."""
+    from autograder.sandbox.bounds import current_core, one_core
 
-    allowed = sorted(os.sched_getaffinity(0))
+    allowed = os.sched_getaffinity(0)
     if len(allowed) < 2:
         pytest.skip("one core only: one_core changes nothing")
-    child = [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
-    for slot in (1, len(allowed)):  # the second core; then one past the last, which wraps to the first
-        core = allowed[slot % len(allowed)]
-        with one_core(slot):
-            assert os.sched_getaffinity(0) == {core}
-            assert subprocess.run(child, capture_output=True, text=True, check=True).stdout.strip() == str([core])
-        assert sorted(os.sched_getaffinity(0)) == allowed
-    assert subprocess.run(child, capture_output=True, text=True, check=True).stdout.strip() == str(allowed)
+    code = ("import os, sys, threading, time; threading.Thread(target=time.sleep, args=(60,), daemon=True).start(); "
+            "print('ready', flush=True); sys.stdin.readline(); "
+            "import subprocess; print(subprocess.run([sys.executable, '-c', 'import os; print(sorted(os.sched_getaffinity(0)))'], "
+            "capture_output=True, text=True).stdout.strip(), flush=True); sys.stdin.readline()")
+    proc = subprocess.Popen(group.join_prefix() + [sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        tids = group.tids()
+        assert len(tids) >= 2  # the process's main thread and its second one
+        with one_core(group):
+            core = os.sched_getaffinity(0)
+            assert len(core) == 1 and core <= allowed
+            assert all(os.sched_getaffinity(t) == core for t in tids)
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == str(sorted(core))  # a process it starts inside: the same core
+        assert os.sched_getaffinity(0) == allowed
+        assert all(os.sched_getaffinity(t) == allowed for t in tids)
+        assert current_core() in allowed
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_one_core_without_a_group_changes_nothing():
+    from autograder.sandbox.bounds import one_core
+
+    before = os.sched_getaffinity(0)
+    with one_core(None):
+        assert os.sched_getaffinity(0) == before
