@@ -137,22 +137,11 @@ class Group:
 
     def tids(self) -> set[int]:
         """The group's threads now (every thread of every process in it)."""
-        out: set[int] = set()
-        for f in self.thread_files():
-            try:
-                out |= {int(x) for x in f.read_text().split()}
-            except OSError:
-                pass
-        return out
+        return _ids_in(self.thread_files())
 
     def pids(self) -> set[int]:
-        out: set[int] = set()
-        for f in self.procs_files():
-            try:
-                out |= {int(x) for x in f.read_text().split()}
-            except OSError:
-                pass
-        return out
+        """The group's processes now."""
+        return _ids_in(self.procs_files())
 
     # ------------------------------------------------------------------ freezing
     def _set_frozen(self, frozen: bool, wait_s: float = 10.0) -> bool:
@@ -434,3 +423,15 @@ def available() -> tuple[bool, bool, str]:
         shutil.rmtree(probe, ignore_errors=True)
         why.append(f"no size-capped scratch ({err})")
     return groups, scratch, "; ".join(why)
+
+
+def _ids_in(files) -> set[int]:
+    """The ids listed in a control group's `cgroup.threads`/`tasks` or `cgroup.procs` files; a file that went
+    away meanwhile (the group being removed) lists none."""
+    out: set[int] = set()
+    for f in files:
+        try:
+            out |= {int(x) for x in f.read_text().split()}
+        except OSError:
+            pass
+    return out

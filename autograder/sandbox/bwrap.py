@@ -462,13 +462,18 @@ class Session:
 def processes_of(uid: int) -> list[int]:
     """Process ids whose real uid is `uid` (what a student's sandbox may have left)."""
     pids = []
-    for status in Path("/proc").glob("[0-9]*/status"):
+    # os.listdir, not Path.glob: glob stats each entry outside any handler, and a process that exits between
+    # the listing and the stat raised ProcessLookupError out of the grader (a fork bomb's children do).
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
         try:
-            for line in status.read_text().splitlines():
-                if line.startswith("Uid:"):
-                    if int(line.split()[1]) == uid:
-                        pids.append(int(status.parent.name))
-                    break
+            with open(f"/proc/{name}/status") as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(name))
+                        break
         except (OSError, ValueError):
             continue
     return pids

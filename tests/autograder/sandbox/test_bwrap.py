@@ -212,6 +212,16 @@ def test_fork_bomb_is_contained(box):
     assert box.alive() == []
 
 
+def test_a_process_that_exits_while_its_uid_is_looked_up_is_skipped(monkeypatch):
+    """`processes_of` lists /proc and then reads each entry; an entry whose process exited between the two (a
+    fork bomb's children do, by the thousand) is skipped, not raised out of the grader (a CI run once failed
+    with ProcessLookupError here). An id above any pid_max stands in for the process that went away."""
+    listed = os.listdir("/proc")
+    monkeypatch.setattr(sandbox.os, "listdir", lambda path: ["4194305", *listed] if path == "/proc" else listed)
+    assert sandbox.processes_of(os.getuid()) and os.getpid() in sandbox.processes_of(os.getuid())
+    assert 4194305 not in sandbox.processes_of(os.getuid())
+
+
 def test_huge_output_and_files_are_capped(box):
     res = box.run("""
         import sys
