@@ -30,8 +30,9 @@ Detection (power) of a mutant, in the part it breaks:
   output contract (wrong length, crash) is an outcome of probability 0 under a
   correct implementation: the power is then at least 1 - (1 - rho)^n with rho
   the Clopper-Pearson lower end of the violation rate;
-* by the independence test of a stream or batch case (autograder/checks/independence.py): a mutant
-  whose every fresh hidden test repeats its draws exactly at some lag (the class that test covers) is
+* by the independence tests of a stream or batch case (autograder/checks/independence.py): a mutant
+  whose every fresh hidden test repeats its draws exactly at some lag, or has two rows that emit the same
+  token in every call (the classes those tests cover), is
   caught with probability 1, whatever the seed; membership of that class is observed on 2 fresh
   hidden tests of the mutant.
 The mutant's detection probability is the largest lower bound over its part's cells
@@ -140,10 +141,11 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, ma
                       "eps": None if skip_eps else case_eps(c, alpha_case), "false_failure": bounds[c.name],
                       "eps_over_range": None if skip_eps else worst(c.name, c.n, alpha_case)}
                      for c in tqdm(cases, desc=f"eps of {cell.grade_id}", file=sys.stderr, leave=False)]
-            from autograder.checks.independence import ALPHA_LAGS
+            from autograder.checks.independence import ALPHA_LAGS, ALPHA_PAIRS
 
             entry.update(kind="statistical", false_failure=sum(bounds.values()), cases=bounds,
                          lag_false_failure=sum(c.lag_calls for c in cases) * ALPHA_LAGS,
+                         pair_false_failure=sum(c.pair_tests for c in cases) * ALPHA_PAIRS,
                          n={c.name: c.n for c in cases}, table=table)
         report["cells"].append(entry)
 
@@ -210,7 +212,9 @@ def print_report(report: dict) -> None:
     for c in report["cells"]:
         how = c["note"] if c["kind"] == "deterministic" else (
             f"<= {c['false_failure']:.2e} (McDiarmid, union bound over {len(c['cases'])} cases)"
-            + (f" + {c['lag_false_failure']:.1e} (independence at every lag)" if c.get("lag_false_failure") else ""))
+            + (f" + {c['lag_false_failure']:.1e} (independence at every lag)" if c.get("lag_false_failure") else "")
+            + (f" + {c['pair_false_failure']:.1e} (independence of any two rows)" if c.get("pair_false_failure")
+               else ""))
         print(f"{c['grade_id']:28s} {c['part']:>4d} {c['points']:>6d}  {how}")
     print(f"\nStatistical cases: any output law at total variation >= eps from the exact one fails with "
           f"probability >= {TARGET}")

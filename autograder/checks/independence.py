@@ -20,15 +20,33 @@ Power, on a stated class: draws that repeat *exactly* at some lag L (y_{t+L} = y
 stream, a row that takes another row's random numbers on the same law). Then a_t a_{t+L} = a_t^2 >= (1 - |mu|)^2
 for every t, so S_L >= m (1 - |mu|)^2, which reaches the threshold whenever m >= `min_pairs(...)`: such draws fail
 with probability 1, whatever the seed. Weaker dependence (partial reuse, correlation without equality) is caught
-when its S_L passes the threshold; no bound is claimed for it. Notation: see the `speclab` package docstring.
+when its S_L passes the threshold; no bound is claimed for it.
+
+Any two rows (`check_row_pairs`). A lag test sees one pair of rows per distance pattern only when many pairs share
+the distance; a batch whose row b reuses the random numbers of row pi(b), for a pairing pi that is not a shift
+(b <-> B - 1 - b, or a fixed permutation), has one pair per distance and is invisible to it. So the grader calls
+the batch sampler R times on B identical rows and counts, for every pair of row positions (i, j), the calls in
+which rows i and j emit the same token: A_ij. Independent rows with the exact law agree in a call with
+probability s = sum_x P(x)^2, independently from call to call, so A_ij ~ Binomial(R, s) exactly. A pair fails
+when A_ij >= a*, the smallest count whose binomial upper tail is at most alpha / (B (B - 1) / 2); by the union
+bound over the pairs, a correct sampler fails with probability <= alpha, for any law and any seed.
+
+Power, on a stated class: every fixed pairing of rows that share their random numbers on the same law, so that
+the two rows emit the same token in every call (A_ij = R). With R >= `pair_calls(...)` calls, s^R is itself at
+most alpha / (number of pairs), so a* <= R and such a sampler fails with probability 1, whatever the seed and
+the pairing. A pair that shares only part of the time (agreement rate s + rho (1 - s) per call) fails with the
+binomial probability `pair_power(...)`; the lab states the rho it reaches 0.999 at. Notation: see the `speclab`
+package docstring.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
+from scipy import special  # exact binomial tails (scipy.stats is slow to import in a kernel)
 
 ALPHA_LAGS = 1e-9  # false-failure budget of one call of `check_lags` (all lags together)
+ALPHA_PAIRS = 1e-9  # false-failure budget of one call of `check_row_pairs` (all pairs of rows together)
 
 
 class DependenceFailure(AssertionError):
@@ -95,3 +113,70 @@ def check_lags(tokens: np.ndarray, law: np.ndarray, where: str, unit: str = "dra
         + (f", every one of them: the {unit} repeat" if exact else "")
         + ". Take fresh random numbers from `rng` for every draw and every row, never reuse or replay them.",
         lag, pairs, exact)
+
+
+def pair_threshold(calls: int, s: float, rows: int, alpha: float = ALPHA_PAIRS) -> int:
+    """a*: the smallest agreement count over `calls` calls whose Binomial(calls, s) upper tail is at most
+    alpha / (rows (rows - 1) / 2); calls + 1 when no count is that unlikely (the test then never fails)."""
+    level = alpha / (rows * (rows - 1) / 2)
+    counts = np.arange(calls + 1)
+    tails = special.bdtrc(counts - 1, calls, s)  # P(A >= a) = P(A > a - 1)
+    tails[0] = 1.0
+    ok = np.nonzero(tails <= level)[0]
+    return int(ok[0]) if ok.size else calls + 1
+
+
+def pair_calls(rows: int, s: float, alpha: float = ALPHA_PAIRS) -> int:
+    """The fewest calls R at which two rows that emit the same token in every call always fail: s^R <= the
+    per-pair level, i.e. pair_threshold(R, s, rows) <= R."""
+    if s >= 1:
+        raise ValueError("a one-token law: two rows always agree, independent or not")
+    level = alpha / (rows * (rows - 1) / 2)
+    calls = max(1, math.ceil(math.log(level) / math.log(s)))
+    while pair_threshold(calls, s, rows, alpha) > calls:  # rounding: one call more
+        calls += 1
+    return calls
+
+
+def pair_power(calls: int, s: float, rows: int, rho: float, alpha: float = ALPHA_PAIRS) -> float:
+    """The probability that one pair of rows agreeing with probability s + rho (1 - s) per call (it shares its
+    random numbers in a fraction rho of the calls) reaches the threshold: a lower bound on the test's power."""
+    a = pair_threshold(calls, s, rows, alpha)
+    return float(special.bdtrc(a - 1, calls, s + rho * (1 - s))) if a <= calls else 0.0
+
+
+def check_row_pairs(tokens: np.ndarray, law: np.ndarray, where: str, alpha: float = ALPHA_PAIRS) -> None:
+    """Raise DependenceFailure if two rows agree more often than independent rows would: `tokens` (calls, rows)
+    holds the tokens of `calls` calls on identical rows of exact law `law`; false failure <= alpha."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    calls, rows = tokens.shape
+    s = float(np.sum(np.asarray(law, dtype=float) ** 2))
+    if rows < 2 or s >= 1 - 1e-12:
+        return
+    agree = np.zeros((rows, rows), dtype=np.int32)
+    for call in tokens:  # rows x rows per call: every pair of positions at once
+        agree += call[:, None] == call[None, :]
+    np.fill_diagonal(agree, 0)
+    a = pair_threshold(calls, s, rows, alpha)
+    if agree.max() < a:
+        return
+    i, j = np.unravel_index(int(np.argmax(agree)), agree.shape)
+    i, j = int(min(i, j)), int(max(i, j))
+    count = int(agree[i, j])
+    over = int(np.count_nonzero(np.triu(agree >= a)))
+    raise DependenceFailure(
+        f"{where}: rows {i} and {j} are not independent: they emitted the same token in {count} of {calls} calls "
+        f"(independent rows: about {s:.1%} of calls; {a} or more happens with probability <= "
+        f"{alpha / (rows * (rows - 1) / 2):.0e}); {over} pair(s) of rows reached {a}"
+        + (", every time: they share their random numbers" if count == calls else "")
+        + ". Take fresh random numbers from `rng` for every row, never reuse one row's numbers for another.",
+        j - i, calls, count == calls)
+
+
+def sharing_caught(calls: int, s: float, rows: int, power: float = 0.999, alpha: float = ALPHA_PAIRS) -> float:
+    """The smallest sharing fraction rho (to 0.01) whose pairs fail with probability >= power (1.0 if only
+    rows that always share do)."""
+    for rho in np.arange(0.01, 1.0, 0.01):
+        if pair_power(calls, s, rows, float(rho), alpha) >= power:
+            return round(float(rho), 2)
+    return 1.0

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import hidden
 from .calls import call_each
-from .independence import check_lags
+from .independence import check_lags, check_row_pairs, sharing_caught
 from .stats import ExactnessCase, early_passes
 
 
@@ -93,9 +93,9 @@ EPS_TARGET = {"sampler": 0.02, "batch": 0.01, "block": 0.03, "sampler coupling":
 N_SAMPLER = {"reversed": 66000, "high acceptance, residual over 15 tokens": 84700, "one-hot p": 49100,
              "1000-token vocabulary": 10000}
 
-N_BATCH = {"reversed": 258800, "high acceptance, residual over 15 tokens": 338800, "1000-token vocabulary": 40000}
+N_BATCH = {"reversed": 259800, "high acceptance, residual over 15 tokens": 339900, "1000-token vocabulary": 40000}
 
-N_BATCH_DIFFERENT = 345900  # pairs of rows
+N_BATCH_DIFFERENT = 346500  # pairs of rows
 
 # The coupling cases: the grader draws the drafts x ~ q and hands them to the sampler
 # (`draft=` / `drafts=`); the outcome is the pair (x, emitted token), whose exact law (`coupling_law`) is
@@ -108,8 +108,8 @@ COUPLING_PAIRS = ("reversed", "low acceptance, zeros in p and q", "disjoint supp
                   "temperature 0.7, top-3 p, top-p 0.9 q")
 N_SAMPLER_COUPLING = {"reversed": 73700, "low acceptance, zeros in p and q": 73200, "disjoint supports": 64800,
                       "p == q": 61900, "temperature 0.7, top-3 p, top-p 0.9 q": 73000}
-N_BATCH_COUPLING = {"reversed": 294800, "low acceptance, zeros in p and q": 292700, "disjoint supports": 258900,
-                    "p == q": 247500, "temperature 0.7, top-3 p, top-p 0.9 q": 291400}
+N_BATCH_COUPLING = {"reversed": 295800, "low acceptance, zeros in p and q": 293700, "disjoint supports": 259900,
+                    "p == q": 248400, "temperature 0.7, top-3 p, top-p 0.9 q": 292800}
 
 N_BLOCK = {1: 32400, 3: 54000, 5: 8000}
 
@@ -123,6 +123,24 @@ STREAM_GUARANTEE = ("the law of one outcome; and, with probability 1, every stre
                     "distance L <= n - 330 (independence at every lag)")
 BATCH_LAGS = ("the law of one outcome; and, with probability 1, every call whose rows repeat exactly at a distance "
               "L <= rows - 330 (independence at every lag)")
+# Any two rows: PAIR_CALLS calls on PAIR_ROWS copies of one pair, every pair of row positions tested for agreement
+# (autograder/checks/independence.py, `check_row_pairs`): a row that shares another row's random numbers fails with
+# probability 1 for any fixed pairing (a mirror b <-> B - 1 - b, a permutation), which the lag test cannot see.
+# 48 calls, not the 16 that suffice for rows that always share: partly shared rows are caught too.
+PAIR_CASE = "high acceptance, residual over 15 tokens"
+PAIR_ROWS = 2048
+PAIR_CALLS = 48
+
+
+def _pair_guarantee() -> str:
+    p, q = fixed_pairs()[PAIR_CASE]
+    s = float(np.sum(exact_law(p, q) ** 2))
+    return (f"the law of one outcome; and every two of the {PAIR_ROWS} rows: with probability 1, every fixed pairing "
+            f"of rows that share their random numbers (independence of any two rows, {PAIR_CALLS} calls), and with "
+            f"probability >= 0.999 rows that share them in a fraction >= "
+            f"{sharing_caught(PAIR_CALLS, s, PAIR_ROWS)} of the calls")
+
+
 TARGETED = {"sampler": [n for n in N_SAMPLER if n not in ("1000-token vocabulary", STREAM_CASE)],
             "batch": [n for n in N_BATCH if n != "1000-token vocabulary"] + ["different"],
             "block": [1, 3], "sampler coupling": list(COUPLING_PAIRS), "batch coupling": list(COUPLING_PAIRS)}
@@ -357,6 +375,20 @@ def _draw_batch(p: np.ndarray, q: np.ndarray) -> Callable:
         return np.concatenate(tokens)
     return draw
 
+def _draw_row_pairs(p: np.ndarray, q: np.ndarray) -> Callable:
+    """Outcome = the token of one row; ceil(n / PAIR_ROWS) calls on PAIR_ROWS copies of (p, q), every pair of
+    row positions tested for agreement across the calls (independence.check_row_pairs)."""
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        calls = -(-n // PAIR_ROWS)
+        outs = call_each(fn, [(np.broadcast_to(p, (PAIR_ROWS, len(p))), np.broadcast_to(q, (PAIR_ROWS, len(q))), rng)
+                              for _ in range(calls)])
+        tokens = np.stack([batch_result(out, PAIR_ROWS) for out in outs])
+        if tokens.min() >= 0 and tokens.max() < len(p):
+            check_row_pairs(tokens, exact_law(p, q), f"speculative_sample_batch, {calls} calls on {PAIR_ROWS} copies "
+                                                     "of one pair")
+        return tokens.ravel()[:n]
+    return draw
+
 def _draw_batch_coupled(p: np.ndarray, q: np.ndarray) -> Callable:
     """Outcome = (the grader's draft x_b ~ q, the token row b emits when the drafts are given), as x * V + y;
     all rows are copies of (p, q), in calls of at most BATCH_CHUNK rows."""
@@ -407,6 +439,10 @@ def batch_cases() -> list[ExactnessCase]:
                            lag_calls=_lag_calls(n, _design_eps("batch", name),
                                                 BATCH_CHUNK if len(all_pairs[name][0]) > 64 else None))
              for name, n in N_BATCH.items()]
+    p, q = all_pairs[PAIR_CASE]
+    cases.append(ExactnessCase(f"speculative_sample_batch: any two of {PAIR_ROWS} rows, {PAIR_CALLS} calls on copies "
+                               f"of the pair {PAIR_CASE}", exact_law(p, q), PAIR_CALLS * PAIR_ROWS, _draw_row_pairs(p, q),
+                               batched=True, guarantee=_pair_guarantee(), pair_tests=1))
     vocab = len(DIFFERENT_P)
     law = np.outer(DIFFERENT_P, DIFFERENT_P).ravel()
     labels = [f"(row 2j -> role {i}, row 2j+1 -> role {j})" for i in range(vocab) for j in range(vocab)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from speclab import speedtest
 
 from . import Rule
+from .lab1_cases import PAIR_ROWS
 
 R_ACCEPT = Rule("acceptance value", "`acceptance_prob(p, q, x)` returns min(1, p[x] / q[x]) as one number "
                 "(within 1e-9), for every token x with q[x] > 0.")
@@ -55,8 +56,9 @@ R_ALPHA_REFUSE = Rule("alpha refuses", "`estimate_alpha` raises `ValueError` for
 R_BATCH_RNG = Rule("batch rng", "`speculative_sample_batch` takes every random number from `rng`: generators "
                    "seeded alike give the same tokens, and the global `np.random` state is never touched.")
 R_BATCH_LAW = Rule("batch law", "`speculative_sample_batch(p, q, rng)` (drafting its own tokens) returns B "
-                   "integer tokens, row b following p[b] exactly and independently of the other rows, near or far "
-                   "(rows that reuse another row's random numbers fail).")
+                   "integer tokens, row b following p[b] exactly and independently of every other row, near or far: "
+                   f"the grader compares every two of {PAIR_ROWS} identical rows over repeated calls, so rows that reuse "
+                   "another row's random numbers fail, whichever rows they pair.")
 R_BATCH_COUPLING = Rule("batch coupling", "`speculative_sample_batch(p, q, rng, drafts)`, given one drafted token "
                         "per row (`drafts[b]` drawn from q[b]), emits drafts[b] with probability "
                         "min(1, p[b, x] / q[b, x]) and otherwise a draw from row b's residual: the pair (draft, "

@@ -121,6 +121,8 @@ class ExactnessCase:
     # power report draws it a whole hidden test at a time, as a batched case
     lag_calls: int = 0  # the most calls of independence.check_lags one hidden test makes (each false failure
     # <= independence.ALPHA_LAGS), on top of the distance test's bound
+    pair_tests: int = 0  # the calls of independence.check_row_pairs one hidden test makes (each false failure
+    # <= independence.ALPHA_PAIRS), on top of the distance test's bound
 
     def __post_init__(self) -> None:
         law = np.asarray(self.law, dtype=float)

@@ -1,4 +1,4 @@
-"""Audit `lab1_class` (`make audit lab1_class`): a synthetic class of 19 Lab 1 students graded end to end by the
+"""Audit `lab1_class` (`make audit lab1_class`): a synthetic class of 20 Lab 1 students graded end to end by the
 pipeline with 2 workers, while two outside busy loops keep both cores busy.
 
 Students are built from the reference solution (autograder.audit.mutants.make_submission) with
@@ -13,6 +13,8 @@ the check files (the grading run relabels them), one only when NBGRADER_EXECUTIO
 Lab 1 without it); each loses the sampler's exactness cell. One buys its timing (issue 32): its batch sampler
 draws 40 batches in the speed test's untimed warm-up call and answers every timed call from them, without
 sampling; each timed call gets a pair of its own, so the output check refuses them and it loses the speed cell.
+One pairs its batch rows by a mirror (issue 53): row b reuses row B - 1 - b's random numbers, exact row by row and
+at every lag; the test of any two rows refuses it and it loses the batch exactness cell.
 The wall time of the whole class is printed (pytest -s) and recorded in the report, not asserted: a verdict must
 not depend on how fast or how busy the machine is (the cost of grading is measured by
 `python -m autograder.audit.cost`). The report (autograder/audit/reports/lab1_class.json) holds every student's
@@ -43,6 +45,7 @@ pytestmark = pytest.mark.slow
 NEEDS = {1: {1}, 2: {1, 2}, 3: {1, 3}, 4: {4}, 5: {5}}
 TOTAL = sum(c.points for c in CELLS)
 KEYED_MUTANT = next(m for m in MUTANTS if m.name == "sampler_keyed_to_fixed_pairs")
+MIRRORED_MUTANT = next(m for m in MUTANTS if m.name == "batch_rows_mirrored")
 GRADED_ONLY_MUTANT = next(m for m in MUTANTS if m.name == "sampler_exact_only_when_graded")
 
 
@@ -125,6 +128,9 @@ def _students(release):
     keyed = make_submission(LAB, release, KEYED_MUTANT)
     s["s15_keyed_to_fixed_pairs"] = (only_parts(keyed, release, {1, 2}),
                                      expected({1, 2}, fake={"test_sampler_exactness"}))
+    # rows paired by a mirror (issue 53): every row exact, every lag clean; the test of any two rows catches it
+    mirrored = make_submission(LAB, release, MIRRORED_MUTANT)
+    s["s19_rows_mirrored"] = (only_parts(mirrored, release, {5}), expected({5}, fake={"test_batch_exactness"}))
     s["s18_predraws_when_timed"] = (add_after(with_parts({5}), "impl_part5", PREDRAWS),
                                     expected({5}, fake={"test_batch_speed"}))
     for i in range(16, 18):  # two identical notebooks, graded side by side
@@ -138,11 +144,11 @@ def _students(release):
     nb = s["s30_only_part4_moved_test"][0]
     i = [k for k, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test_alpha_estimator"][0]
     nb.cells.insert(0, nb.cells.pop(i))
-    assert len(s) == 19
+    assert len(s) == 20
     return s
 
 
-def test_a_class_of_nineteen_two_workers(tmp_path, audit_grades):
+def test_a_class_of_twenty_two_workers(tmp_path, audit_grades):
     # limits sized for the two busy loops started below (tests/support/load.py)
     cfg = Config(LAB, tmp_path / "subs", tmp_path / "out", ROOT, workers=2,
                  limits=Limits(cell_timeout_s=scaled(60, busy_loops=2), notebook_timeout_s=scaled(300, busy_loops=2),

@@ -425,6 +425,56 @@ MUTANTS: list[Mutant] = catalog("lab1", [
 -        out[rejected] = inverse_cdf(resid)
 +        out[rejected] = inverse_cdf(resid, uniforms[2, rejected])
 """),
+    Mutant("batch_rows_mirrored", 5, "speculative_sample_batch",
+           "Row b reuses the random numbers of row B - 1 - b (a mirror): every row is exact, every lag holds one "
+           "tied pair at most, but rows b and B - 1 - b emit the same token whenever their laws agree.", """
+-    def inverse_cdf(probs: np.ndarray) -> np.ndarray:  # (n, V) -> (n,) one draw per row
+-        cdf = np.cumsum(probs, axis=1)
+-        u = rng.random(len(probs))[:, None] * cdf[:, -1:]
+-        return np.minimum((cdf <= u).sum(axis=1), vocab - 1)
++    own = rng.random((3, batch))
++    uniforms = np.where(np.arange(batch) < batch - 1 - np.arange(batch), own, own[:, ::-1])  # the mirror's numbers
++
++    def inverse_cdf(probs: np.ndarray, u: np.ndarray) -> np.ndarray:  # (n, V), (n,) -> (n,) one draw per row
++        cdf = np.cumsum(probs, axis=1)
++        return np.minimum((cdf <= u[:, None] * cdf[:, -1:]).sum(axis=1), vocab - 1)
+
+-    x = inverse_cdf(q) if drafts is None else np.asarray(drafts)  # (B,) drafts
+-    accept = rng.random(batch) * q[rows, x] < p[rows, x]  # u < p(x) / q(x), without dividing
++    x = inverse_cdf(q, uniforms[0]) if drafts is None else np.asarray(drafts)
++    accept = uniforms[1] * q[rows, x] < p[rows, x]
+
+-        out[rejected] = inverse_cdf(resid)
++        out[rejected] = inverse_cdf(resid, uniforms[2, rejected])
+"""),
+    Mutant("batch_rows_paired_at_random", 5, "speculative_sample_batch",
+           "Pairs the rows by a permutation fixed for each batch size (not drawn from rng) and gives each pair one "
+           "set of random numbers: every row is exact, the pairs sit at distances that change from pair to pair.",
+           """
+-    def inverse_cdf(probs: np.ndarray) -> np.ndarray:  # (n, V) -> (n,) one draw per row
+-        cdf = np.cumsum(probs, axis=1)
+-        u = rng.random(len(probs))[:, None] * cdf[:, -1:]
+-        return np.minimum((cdf <= u).sum(axis=1), vocab - 1)
++    order = np.random.default_rng(batch).permutation(batch)  # the same pairing in every call of this size
++    partner = np.empty(batch, dtype=np.int64)
++    partner[order[0::2][:batch // 2]], partner[order[1::2]] = order[1::2], order[0::2][:batch // 2]
++    if batch % 2:
++        partner[order[-1]] = order[-1]
++    own = rng.random((3, batch))
++    uniforms = own[:, np.minimum(np.arange(batch), partner)]  # a pair takes the numbers of its lower row
++
++    def inverse_cdf(probs: np.ndarray, u: np.ndarray) -> np.ndarray:  # (n, V), (n,) -> (n,) one draw per row
++        cdf = np.cumsum(probs, axis=1)
++        return np.minimum((cdf <= u[:, None] * cdf[:, -1:]).sum(axis=1), vocab - 1)
+
+-    x = inverse_cdf(q) if drafts is None else np.asarray(drafts)  # (B,) drafts
+-    accept = rng.random(batch) * q[rows, x] < p[rows, x]  # u < p(x) / q(x), without dividing
++    x = inverse_cdf(q, uniforms[0]) if drafts is None else np.asarray(drafts)
++    accept = uniforms[1] * q[rows, x] < p[rows, x]
+
+-        out[rejected] = inverse_cdf(resid)
++        out[rejected] = inverse_cdf(resid, uniforms[2, rejected])
+"""),
     Mutant("batch_ignores_q", 5, "speculative_sample_batch",
            "Samples every row of p directly (one inverse CDF per row): the right law, no draft verified.", """
 -    x = inverse_cdf(q) if drafts is None else np.asarray(drafts)  # (B,) drafts

@@ -417,6 +417,11 @@ def test_power_report_is_current_and_meets_target():
     lags = {c.grade_id: sum(case.lag_calls for case in c.cases()) * ALPHA_LAGS for c in L.CELLS if c.cases}
     assert {cell["grade_id"]: cell["lag_false_failure"] for cell in report["cells"] if "cases" in cell} == lags
     assert 0 < max(lags.values()) <= 2e-8
+    from autograder.checks.independence import ALPHA_PAIRS
+
+    pairs = {c.grade_id: sum(case.pair_tests for case in c.cases()) * ALPHA_PAIRS for c in L.CELLS if c.cases}
+    assert {cell["grade_id"]: cell["pair_false_failure"] for cell in report["cells"] if "cases" in cell} == pairs
+    assert pairs["test_batch_exactness"] == ALPHA_PAIRS  # one test of any two rows, in the batch cell
     rows = [row for cell in report["cells"] for row in cell.get("table", [])]
     assert len(rows) == len(sizes) and all(0 < row["eps"] < 1 for row in rows)
 
