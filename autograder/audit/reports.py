@@ -69,7 +69,7 @@ class Audit:
 
 
 AUDITS = {a.name: a for a in (
-    Audit("lab1_class", "A class of 19 Lab 1 students, honest, partial, broken and hostile, under two busy loops.",
+    Audit("lab1_class", "A class of 20 Lab 1 students, honest, partial, broken and hostile, under two busy loops.",
           labs=("lab1",), loaded=True),
     Audit("lab2_class", "Lab 2's reference beside a staller, a memory hog, a disk filler and the release, under two "
                         "busy loops.", labs=("lab2",), loaded=True),
@@ -96,6 +96,9 @@ AUDITS = {a.name: a for a in (
           extra=("autograder/export",)),
     Audit("lab1_nbgrader", "Lab 1's reference, release and catalog mutants under the real `nbgrader autograde`; the "
                            "reference's CPU budget.", labs=("lab1",)),
+    Audit("catalog", "Every mutant of both labs' catalogs refused by the hidden check of the property it breaks, "
+                     "called directly under a grading run's key.", labs=("lab1", "lab2"),
+          extra=("tests/autograder/checks/test_lab2.py", "autograder/audit/power.py")),
     Audit("lab2_does_less", "A Lab 2 decoder that never speculates and is exact only at the check file's knobs, "
                             "graded by the class run.", labs=("lab2",)),
 )}

@@ -1,0 +1,158 @@
+"""Audit `catalog` (`make audit catalog`): every wrong implementation of both labs' catalogs refused by the hidden
+check of the property it breaks, the checks called directly, as the test cells call them, under a grading run's key.
+
+What it guarantees is what the committed power reports (autograder/audit/mutants/<lab>_power.json) bound in
+probability: here each mutant meets the checks once, on the seeds a grading run would draw under a fixed key.
+Each takes seconds to a minute (a mutant that is exact on most cases runs them in full), so the whole catalog is
+an audit, not `make test`: its report is stale as soon as a lab's checks, catalog or solution changes, and
+`make test` then fails until it is run again. `make test` keeps the mutants of the newest checks (Lab 1's
+pairings of rows, tests/autograder/checks/test_lab1.py).
+
+With them, Lab 1's design figures, which hold for the checks as written and cost tens of seconds to re-derive:
+issue 14's eps targets met at the smallest n of each targeted case, and the timed output check's power on
+every pair the speed test can draw.
+
+Each mutant is recorded as a student whose refused cell scored 0, as expected. Lab 2's table of which check
+refuses which mutant, and how each check is called, is tests/autograder/checks/test_lab2.py's (`CAUGHT_BY`,
+`run_check`), an input of this audit.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from autograder.audit.mutants import namespace
+from autograder.audit.mutants.lab1 import MUTANTS as LAB1_MUTANTS
+from autograder.checks import hidden
+from autograder.checks import lab1 as L1
+L = L1  # the design tests below name the lab L, as test_lab1.py does
+from autograder.checks import stats as S
+from speclab import speedtest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "autograder" / "checks"))
+import test_lab2 as T2  # noqa: E402 - Lab 2's table of refusing checks, and how each is called
+
+TEST_KEY = bytes(range(32))  # a grading run's key (autograder/checks/hidden.py), fixed so a failure reproduces
+
+
+@pytest.mark.parametrize("m", LAB1_MUTANTS, ids=lambda m: m.name)
+def test_every_lab1_mutant_fails_a_check_of_its_part(m, audit_grades):
+    """Each Lab 1 mutant fails one of its part's hidden checks (the timed cell aside: its power is the
+    timing_agreement audit's), and the message describes the property without showing code. A mutant keyed to
+    the fixed pairs is caught because the checks run under a key."""
+    ns = namespace("lab1", m)
+    failed = {}
+    for cell in [c for c in L1.CELLS if c.part == m.part and c.grade_id != "test_batch_speed"]:
+        try:
+            with hidden.keyed(TEST_KEY):
+                cell.check(*[getattr(ns, a) for a in cell.args])
+        except AssertionError as err:
+            assert "def " not in str(err)  # the message describes the property, it shows no code
+            failed[cell.grade_id] = str(err)
+            break  # one cell of its part refuses it: the cells after it need not run
+        except Exception as err:  # noqa: BLE001 - a crash in a graded cell costs its points under nbgrader too
+            failed[cell.grade_id] = f"{type(err).__name__}: {err}"
+            break
+    audit_grades.student(f"lab1 {m.name}", {g: 0.0 for g in failed} or {"none": 1.0},
+                         {g: 0.0 for g in failed} or {"none": 0.0})
+    assert failed, m.name
+
+
+@pytest.mark.parametrize("name", list(T2.CAUGHT_BY))
+def test_every_lab2_mutant_fails_its_check(name, audit_grades):
+    """Each Lab 2 mutant fails every check CAUGHT_BY names for it (the timed check aside: the lab2_timing
+    audit times it); any exception counts, as it costs the cell's points under nbgrader."""
+    ns = T2.namespace(name)
+    refused = {}
+    for check in [c for c in T2.CAUGHT_BY[name] if c != "speedup"]:
+        with pytest.raises(Exception) as err:
+            T2.run_check(check, ns)
+        refused[check] = 0.0
+        print(f"{name} fails {check}: {type(err.value).__name__}: {str(err.value)[:160]}")
+    audit_grades.student(f"lab2 {name}", refused, {c: 0.0 for c in refused})
+
+
+def test_the_knobs_mutant_is_exact_where_no_key_draws_the_knobs():
+    """Why Lab 2's knobs are drawn per run: the mutant exact only at the settings written in the check file
+    passes the top-k case there (and fails it under a key, above)."""
+    T2.run_check("sampling_topk", T2.namespace("knobs_only_at_fixed_settings"))
+
+
+def test_power_is_recomputed_for_one_mutant():
+    """The power computation itself (python -m autograder.audit.power), on a Lab 1 sampler mutant with few fresh
+    draws (a weaker lower bound than the committed report's)."""
+    from autograder.audit.power import lab_power
+
+    report = lab_power("lab1", draws_scale=3, only=["sampler_drafts_argmax"])
+    (m,) = report["mutants"]
+    assert m["detection"] >= 0.999 and m["via"].startswith("test_sampler_exactness")
+
+
+# ------------------------------------------------------------------ Lab 1's design figures
+def _targeted(cell_name: str, group: str):
+    cell = next(c for c in L.CELLS if c.grade_id == cell_name)
+    cases = cell.cases()
+    names = L.TARGETED[group]
+    coupling = group.endswith("coupling")  # the coupling cases of a cell, or its law cases
+    picked = [c for c in cases if c.name.startswith(L.COUPLING) == coupling
+              and any(f"'{n}'" in c.name or (n == "different" and "its own law" in c.name)
+                      or c.name.endswith(f"k = {n}") for n in names)]
+    assert len(picked) == len(names), [c.name for c in picked]
+    return picked, L.ALPHA_CELL / len(cases)
+
+
+@pytest.mark.parametrize(("cell", "group"), [("test_sampler_exactness", "sampler"), ("test_batch_exactness", "batch"),
+                                             ("test_block_exactness", "block"),
+                                             ("test_sampler_exactness", "sampler coupling"),
+                                             ("test_batch_exactness", "batch coupling")])
+def test_eps_targets_hold_with_the_smallest_n(cell, group):
+    """Issue 14's targets: eps <= target at the chosen n; 3 % fewer draws would miss it (n is the smallest, to 3 %)."""
+    cases, alpha = _targeted(cell, group)
+    for case in cases:
+        assert case.eps == L.EPS_TARGET[group], case.name  # early passes designed for the target
+        assert S.case_eps(case, alpha) <= L.EPS_TARGET[group], case.name
+        fewer = int(case.n * 0.97)
+        looks = S.early_passes(fewer, case.eps)
+        assert S.eps_at_power(fewer, S.threshold(case.law, fewer, alpha), looks=looks) > L.EPS_TARGET[group], case.name
+
+
+def test_the_timed_output_check_has_its_power_on_every_drawn_pair_and_catches_mapped_answers():
+    """The figures of SPEED_OUTPUT_EPS and _timed_output_checker.
+
+    False failures: SPEED_OUTPUT_ALPHA = 1e-4 per call (McDiarmid), at most 23 calls: <= 0.0023.
+    Power: tau = E[T] + sqrt(ln(1e4) / (2 n)) and E[T] <= sqrt(V - 1) / (2 sqrt(n)) for every law over V = 4
+    tokens, so tau <= 0.01347 at n = 50,000 and every law at TV >= 0.0204 from the call's p is caught with
+    probability >= 0.999 (stats.eps_at_power at that tau, exact binomial tails), on every pair of the family.
+    Mapped answers: a sampler holding draws of the first pair p0 can output at best a function of each token,
+    law sigma_# p0 for one of the 4^4 = 256 maps sigma; for independent (p0, p) of the family the chance that
+    some map lands within 0.0204 of p is about 0.46 % (Monte Carlo, 100,000 pairs; Clopper-Pearson upper end
+    < 0.6 % at level 1 - 1e-6, scipy.stats.beta): such a sampler passes a timed call with probability < 0.7 %
+    and its >= 7 timed calls, on independent pairs, about (0.007)^7 < 1e-14."""
+    import itertools
+
+    n, vocab = speedtest.BATCH_ROWS, speedtest.BATCH_VOCAB
+    tau_max = np.sqrt(vocab - 1) / (2 * np.sqrt(n)) + np.sqrt(np.log(1 / L.SPEED_OUTPUT_ALPHA) / (2 * n))
+    assert tau_max < 0.01348
+    assert S.eps_at_power(n, tau_max) <= L.SPEED_OUTPUT_EPS
+    assert 23 * L.SPEED_OUTPUT_ALPHA <= 0.0023 + 1e-12
+    gen = np.random.default_rng(1)
+    for _ in range(20):  # the bound holds on drawn pairs, the uniform law (the largest E[T]) included
+        p, q = speedtest.batch_pair(gen)
+        assert S.threshold(L.exact_law(p, q), n, L.SPEED_OUTPUT_ALPHA) <= tau_max
+    assert S.expected_tv(np.full(vocab, 1 / vocab), n) <= np.sqrt(vocab - 1) / (2 * np.sqrt(n))
+
+    maps = np.array(list(itertools.product(range(vocab), repeat=vocab)))  # sigma[i]: where token i goes
+    push = np.zeros((vocab, len(maps), vocab))  # push[i, m, j] = 1 when map m sends token i to j
+    push[np.arange(vocab)[:, None], np.arange(len(maps))[None], maps.T] = 1
+    trials = 100_000
+    first, fresh = zip(*(speedtest.batch_pair(gen) for _ in range(trials)))
+    mapped = (np.array(first) @ push.reshape(vocab, -1)).reshape(trials, len(maps), vocab)  # every sigma_# p0
+    near = 0.5 * np.abs(mapped - np.array(fresh)[:, None]).sum(-1).min(1) < L.SPEED_OUTPUT_EPS
+    hits = int(near.sum())
+    upper = st.beta.ppf(1 - 1e-6, hits + 1, trials - hits)
+    assert upper < 0.006, (hits, upper)
+    assert (upper + (1 - S.POWER)) ** speedtest.LOOKS[0] < 1e-14
