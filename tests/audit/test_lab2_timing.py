@@ -123,11 +123,26 @@ def timed(tmp_path_factory, audit_grades):
         scores, pending = {g: r["scores"][LAB][g] for g in TIMED}, (r.get("pending") or {}).get(LAB, {})
         audit_grades.student(r["student"], scores, {
             "test_speedup": "0 on a clear verdict, or held pending; never awarded",
-            "test_bandwidth": f"{layout[LAB]['test_bandwidth']:g} (every byte counted), or held pending"},
+            "test_bandwidth": BANDWIDTH_EXPECTED.get(
+                r["student"], f"{layout[LAB]['test_bandwidth']:g} (every byte counted), or held pending")},
             pending=pending, held={"test_speedup": scores["test_speedup"] == 0.0,
-                                   "test_bandwidth": scores["test_bandwidth"] == layout[LAB]["test_bandwidth"]
-                                   or "test_bandwidth" in pending})
+                                   "test_bandwidth": bandwidth_held(r, layout)})
     return layout, results
+
+
+# The burning student's helpers burn whenever its decoder is not running, and so while its own copy_bandwidth
+# runs; they are frozen only while the grader's copy runs. Its copy shares the cores with them and with the two
+# busy loops, so its figure falls by its own doing (a run measured 5.68 GB/s against the grader's 17.35, just past
+# the factor of 3): its bandwidth point may go either way, and this audit asserts only that its speed points are
+# never given. The other students run nothing beside their copy: every byte counted, their point kept.
+BANDWIDTH_EXPECTED = {"burning": "any score: its own helpers burn beside its copy (recorded, not asserted)"}
+
+
+def bandwidth_held(r: dict, layout: dict) -> bool:
+    if r["student"] in BANDWIDTH_EXPECTED:
+        return True
+    return r["scores"][LAB]["test_bandwidth"] == layout[LAB]["test_bandwidth"] or "test_bandwidth" in (
+        (r.get("pending") or {}).get(LAB, {}))
 
 
 @pytest.mark.parametrize("student", STUDENTS)
@@ -136,7 +151,7 @@ def test_a_decoder_that_is_not_faster_is_never_awarded_the_speed_points(timed, s
     layout, results = timed
     r = results[student]
     assert r["scores"][LAB]["test_speedup"] == 0.0, r
-    assert r["scores"][LAB]["test_bandwidth"] == layout[LAB]["test_bandwidth"] or r.get("pending")
+    assert bandwidth_held(r, layout), r
     assert not r.get("figures"), r["figures"]  # nothing it measured reaches a leaderboard
 
 
