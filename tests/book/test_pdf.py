@@ -1,4 +1,5 @@
-"""The whole book as one PDF: produced by the build's own command, offline, and it opens.
+"""The whole book as one PDF: produced by the build's own command, offline, and it opens; an unchanged book is not
+printed twice.
 
 `make print-pdf` (what `make pdf` and `make book` run after the HTML build) prints the test
 session's fresh build: the single-page HTML is built from its execution cache (nothing is
@@ -53,3 +54,15 @@ def test_a_missing_single_page_book_is_refused(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="no single-page book"):
         print_pdf.print_pdf(tmp_path, tmp_path / "x.pdf")
+
+
+def test_an_unchanged_book_is_not_printed_again(pdf, book_out):
+    """Issue 51: `make book` reprinted the whole PDF on every run. The digest of what it is printed from is kept
+    beside it; a second `make print-pdf` on the same build says the PDF is up to date and leaves it as it is."""
+    before = pdf.stat().st_mtime_ns
+    result = subprocess.run(["make", "-s", "print-pdf", f"BOOK_OUT={book_out}", f"JB={JUPYTER_BOOK}",
+                             f"PY={sys.executable}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "The PDF is up to date" in result.stdout, result.stdout[-2000:]
+    assert pdf.stat().st_mtime_ns == before
+    assert pdf.with_name("speclab.pdf.digest").read_text().strip() != ""
