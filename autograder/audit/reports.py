@@ -98,7 +98,8 @@ AUDITS = {a.name: a for a in (
                            "reference's CPU budget.", labs=("lab1",)),
     Audit("catalog", "Every mutant of both labs' catalogs refused by the hidden check of the property it breaks, "
                      "called directly under a grading run's key.", labs=("lab1", "lab2"),
-          extra=("tests/autograder/checks/test_lab2.py", "autograder/audit/power.py")),
+          extra=("tests/autograder/checks/test_lab1.py", "tests/autograder/checks/test_lab2.py",
+                 "autograder/audit/power.py")),
     Audit("lab2_does_less", "A Lab 2 decoder that never speculates and is exact only at the check file's knobs, "
                             "graded by the class run.", labs=("lab2",)),
 )}

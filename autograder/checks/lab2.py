@@ -4,11 +4,12 @@ Notation: see the `speclab` package docstring.
 
 Deterministic checks (greedy equivalence, rollback, byte counts) have no false
 failures: a correct decoder reproduces the target's greedy tokens and the caches
-of a fresh prefill (up to float rounding, tolerance ATOL). The sampling check is a
-total-variation exactness test (autograder.checks.stats) on the toy pair of
-speclab.toy, whose continuation law is enumerated: false-failure probability
-<= ALPHA_CELL for any seed, and power >= 0.999 against every decoder whose first
-two tokens' joint law is at total variation >= eps (<= EPS_TARGET for "T=1, k=2"). Timing checks run in the grading run itself,
+of a fresh prefill (up to float rounding, tolerance ATOL). The sampling check
+(autograder/checks/lab2_sampling.py: the design) tests, on the toy pair of speclab.toy, the joint law of the
+first two tokens at T = 1 (enumerated) and, at knobs drawn per run, every emitted token against the target's
+processed law given its prefix (randomised PIT): false-failure probability <= ALPHA_CELL for any seed, and power
+>= 0.999 against every law at total variation >= EPS_TARGET from the exact one in each case; a token the
+processed target gives probability 0 fails at once. Timing checks run in the grading run itself,
 the course's own measurement timed alongside the student's code, interleaved, with the student's
 sandbox paused while ours runs: paired rounds against the course's baseline
 (speclab.sampling.generate) for the decoder, each timed call on a prompt no earlier call got and
@@ -34,8 +35,9 @@ from .calls import call_each
 from .models import rebuildable
 from .lab2_rollback import ATOL, cache_checker, counted, speculated, steps_emit_what_they_report
 from .stats import check_case
-from .lab2_sampling import (EPS_TARGET, KNOB_RANGES, SAMPLING_SETTINGS, TARGETED, TOY_NEW, TOY_PROMPT,  # noqa: F401
-                            _first_two_law, sampling_cases, sampling_settings, toy_pair, worst_case_eps)
+from .lab2_sampling import (EPS_TARGET, KNOB_RANGES, PIT_BINS, SAMPLING_SETTINGS, SUPPORT_SLACK,  # noqa: F401
+                            TARGETED, TOKEN_CASES, TOKEN_NEW, TOY_NEW, TOY_PROMPT, _first_two_law, _support,
+                            draw_setting, sampling_cases, sampling_settings, token_pits, toy_pair, worst_case_eps)
 
 ALPHA_CELL = 1e-6  # false-failure budget of the statistical test cell
 SPEEDUP_CPU = speedtest.DECODE_BAR_CPU  # best-k speedup over the course baseline required on a CPU
@@ -72,10 +74,11 @@ R_SAMPLING_RNG = Rule("sampling rng", "Called with a `generator`, `speculative_d
                       "may be used, as `torch.multinomial(..., generator=None)` does).")
 R_K = Rule("k", "`speculative_decode` raises `ValueError` when k < 1.")
 R_SAMPLING_LAW = Rule("sampling law", "Sampled with `temperature`, `top_k` and `top_p`, the tokens of "
-                      "`speculative_decode` follow the target's law exactly (tested on a 4-token toy pair whose law "
-                      "is enumerated, on the first two new tokens), at every setting: the grader draws k, the "
-                      "temperature, top-k and top-p for each run (temperature 0.4 to 1.6, top-k 2 or 3, top-p 0.6 to "
-                      "0.9, k 1 to 4).")
+                      "`speculative_decode` follow the target's law exactly, at every setting. It is tested on a "
+                      "4-token toy pair: the first two new tokens at temperature 1, and every token emitted at "
+                      "settings the grader draws anew for every decode (temperature 0.3 to 2, top-k 1 to 4 or "
+                      "top-p 0.5 to 1, k 1 to 4), each against the law that the target's processed logits give "
+                      "it after its prefix. A token that law gives probability 0 fails at once.")
 R_POOLED = Rule("pooled alpha", "`pooled_alpha(accepted, k)` returns accepted drafts / verified drafts over all "
                 "steps, where a step that accepted a < k drafts verified a + 1 and a step that accepted k "
                 "verified k (within 1e-9).")

@@ -1,8 +1,20 @@
-"""The statistical design of Lab 2's sampling cell: the toy pair's settings, the knobs a grading run draws, the
-exact law of the first two emitted tokens (enumerated), and the cases (`stats.ExactnessCase`) that draw them
-from a student's decoder. The check that uses them is `lab2.check_sampling_exactness`; `python -m
-autograder.audit.power lab2` computes each case's false-failure bound, its eps (the worst over each knob range)
-and its power against the catalog. Notation: see the `speclab` package docstring.
+"""The statistical design of Lab 2's sampling cell: the toy pair's settings, the knobs a grading run draws, and
+the cases (`stats.ExactnessCase`) that draw from a student's decoder. Two kinds of case:
+
+* the sequence case ("T=1, k=2"): the joint law of the first two emitted tokens, enumerated (every law at total
+  variation >= eps from it is caught), at T = 1 with k drawn per run;
+* the token cases (top-k, top-p): every token of every decode against the target's processed law given its
+  prefix, which the grader computes with the cache-free forward. A token that law gives probability 0 fails at
+  once, named. The others are mapped to their randomised probability integral transform in the target's rank
+  order, u = P(tokens ranked before it) + V * p(token), V uniform on [0, 1] from the grader's generator: for an
+  exact decoder the u of all emitted tokens are independent and uniform (the Rosenblatt transform: given its
+  prefix, each token follows p), so PIT_BINS equal bins of u are a case whose law is uniform, whatever the
+  knobs, and whose power grows with every token decoded, not with every decode. Every decode's knobs are drawn
+  from wide ranges (TOKEN_CASES).
+
+The check that uses them is `lab2.check_sampling_exactness`; `python -m autograder.audit.power lab2` computes
+each case's false-failure bound, its eps and its power against the catalog. Notation: see the `speclab` package
+docstring.
 """
 from __future__ import annotations
 
@@ -12,36 +24,43 @@ import torch
 from . import hidden
 from .calls import call_each
 from .models import rebuildable
-from .stats import ExactnessCase
+from .stats import ExactnessCase, ExactnessFailure
 
 TOY_PROMPT = [0, 1]
-TOY_NEW = 3  # tokens asked for; the outcome tested is the pair of the first two (a k = 2 block spans both)
-SAMPLING_SETTINGS = {  # name -> (k, temperature, top_k, top_p, n)
+TOY_NEW = 3  # the sequence case's tokens asked for; it tests the pair of the first two (a k = 2 block spans both)
+TOKEN_NEW = 12  # the token cases' tokens asked for per decode: each is tested
+CHECKED_EVERY = 32  # decodes whose tokens the token cases transform (and check for impossible ones) at a time
+PIT_BINS = 8  # equal bins of the randomised PIT: the token cases' outcomes, uniform for an exact decoder
+SAMPLING_SETTINGS = {  # the sequence case: name -> (k, temperature, top_k, top_p, n decodes)
     # eps <= 0.03 on the joint law of the first two tokens: n = stats.n_for_eps at this alpha, with
     # the early looks of stats.early_passes (a correct decoder usually passes at 0.3 n to 0.55 n)
     "T=1, k=2": (2, 1.0, None, None, 33300),
-    # the knobs acting on both p and q: sized for grading time, each states its own eps
-    "T=0.8, top-k=2, k=3": (3, 0.8, 2, None, 3000),
-    "T=1.2, top-p=0.8, k=1": (1, 1.2, None, 0.8, 3000),
 }
-EPS_TARGET = 0.03  # for TARGETED
-TARGETED = "T=1, k=2"
-# Under a grading run's key (autograder/checks/hidden.py) each case's knobs are drawn per student from these
-# ranges (the fixed settings above are used without a key): (k range, temperature range, top-k choices, top-p
-# range); None: the knob stays as in SAMPLING_SETTINGS. The power report states the worst eps over each range
-# (`worst_case_eps`, on a grid), and a decoder exact only at the fixed settings fails.
-KNOB_RANGES = {
-    "T=1, k=2": ((1, 4), None, None, None),
-    "T=0.8, top-k=2, k=3": ((1, 4), (0.4, 0.6), (2, 3), None),
-    "T=1.2, top-p=0.8, k=1": ((1, 4), (1.2, 1.6), None, (0.6, 0.9)),
+EPS_TARGET = 0.03  # every case's design distance
+TARGETED = "T=1, k=2"  # the sequence case
+# Under a grading run's key (autograder/checks/hidden.py) the sequence case's k is drawn per student from this
+# range (the fixed k above is used without a key); k does not change the law.
+KNOB_RANGES = {"T=1, k=2": ((1, 4), None, None, None)}
+# The token cases: name -> (k range, temperature range, top-k choices, top-p range, n tokens). Every decode gets
+# its own setting, drawn from these ranges with the case's generator (seeded from the grading run's key), so one
+# hidden test meets n / TOKEN_NEW settings across the whole range, and its decodes are independent; a top-k of 4
+# (the vocabulary) or a top-p of 1 keeps every token. The law of the PIT bins is uniform at every setting, so
+# pooling them is exact, and the eps of a case holds over its range. n: eps <= 0.03 with the early looks
+# (stats.n_for_eps on the uniform law of PIT_BINS), rounded up to whole decodes.
+TOKEN_CASES = {
+    "top-p": ((1, 4), (0.3, 2.0), None, (0.5, 1.0), 32256),
+    "top-k": ((1, 4), (0.3, 2.0), (1, 4), None, 32256),
 }
-KNOB_GRID = 4  # grid points per continuous knob for worst_case_eps
+# A token outside the target's processed support by float rounding only (the decoder's cached forward and the
+# grader's cache-free one differ in the last bits) is not failed: the support is widened by this much, on the
+# scaled logits for top-k and on the mass before a token for top-p; such a token's u is drawn uniform.
+SUPPORT_SLACK = 1e-4
 
 
 def sampling_settings() -> dict[str, tuple]:
     """name in SAMPLING_SETTINGS -> (shown name, k, temperature, top_k, top_p, n): the fixed settings without a
-    key; under a key, each case's knobs drawn from KNOB_RANGES (temperature and top-p rounded to 2 decimals),
-    which its shown name says."""
+    key; under a key, the sequence case's knobs drawn from KNOB_RANGES (temperature and top-p rounded to 2
+    decimals), which its shown name says."""
     if not hidden.active():
         return {name: (name, *v) for name, v in SAMPLING_SETTINGS.items()}
     out = {}
@@ -57,14 +76,6 @@ def sampling_settings() -> dict[str, tuple]:
     return out
 
 
-def _grid(knob: tuple | None, fixed, integer: bool = False) -> list:
-    if knob is None:
-        return [fixed]
-    if integer:
-        return list(range(knob[0], knob[1] + 1))
-    return [round(float(v), 2) for v in np.linspace(knob[0], knob[1], KNOB_GRID)]
-
-
 @rebuildable
 def toy_pair(seed: int):
     """speclab.toy's (target, draft) toy pair, which the grader's verdict hands the student's decoder as a
@@ -75,27 +86,16 @@ def toy_pair(seed: int):
 
 
 def worst_case_eps(case_name: str, n: int, alpha: float) -> float | None:
-    """The largest eps of a sampling case over a grid of its KNOB_RANGES (k does not change the law): every
-    output law at TV >= that distance from the exact one at the drawn knobs fails with probability >= 0.999
-    (at the grid's settings; between them eps varies smoothly). None for a case whose law is fixed."""
-    from speclab.toy import sequence_law
-
+    """The largest eps of a sampling case over its knob ranges: every output law at TV >= that distance from the
+    exact one fails with probability >= 0.999. A token case's law (uniform PIT bins) is the same at every
+    setting, so its eps is the eps over its range; None for the sequence case (only k is drawn, and k does not
+    change the law)."""
     from .stats import case_eps
 
-    name = case_name.split("toy pair, ", 1)[-1]
-    if name not in KNOB_RANGES or KNOB_RANGES[name][1:] == (None, None, None):
+    if "every emitted token" not in case_name:
         return None
-    _, temp, top_k, top_p, _ = SAMPLING_SETTINGS[name]
-    _, temps, top_ks, top_ps = KNOB_RANGES[name]
-    t, _ = toy_pair(0)
-    worst = 0.0
-    for tv in _grid(temps, temp):
-        for kv in _grid(top_ks, top_k, integer=True):
-            for pv in _grid(top_ps, top_p):
-                law, conts = sequence_law(t, TOY_PROMPT, TOY_NEW, tv, kv, pv)
-                case = ExactnessCase("grid", _first_two_law(law, conts), n, lambda fn, rng, m: None)
-                worst = max(worst, case_eps(case, alpha))
-    return worst
+    return case_eps(ExactnessCase("range", np.full(PIT_BINS, 1 / PIT_BINS), n, lambda fn, rng, m: None,
+                                  eps=EPS_TARGET), alpha)
 
 
 def _first_two_law(law: np.ndarray, conts: list) -> np.ndarray:
@@ -106,33 +106,126 @@ def _first_two_law(law: np.ndarray, conts: list) -> np.ndarray:
     return out
 
 
+def _support(rows: torch.Tensor, temp: float, top_k, top_p, slack: float) -> torch.Tensor:
+    """Boolean [..., V]: the tokens process_logits(rows, temp, top_k, top_p) keeps, the cuts widened by slack."""
+    z = rows.double() / temp
+    keep = torch.ones_like(z, dtype=torch.bool)
+    if top_k is not None and top_k < z.shape[-1]:
+        kth = torch.topk(z, top_k, dim=-1).values[..., -1:]
+        keep &= z >= kth - slack
+    if top_p is not None and top_p < 1:
+        probs = torch.softmax(z.masked_fill(~keep, float("-inf")), dim=-1)
+        ordered, order = torch.sort(probs, dim=-1, descending=True)
+        kept = (ordered.cumsum(dim=-1) - ordered) < top_p + slack
+        keep &= torch.zeros_like(kept).scatter(-1, order, kept)
+    return keep
+
+
+@torch.no_grad()
+def token_pits(target, tokens: np.ndarray, knobs: list, rng: np.random.Generator, name: str = "") -> np.ndarray:
+    """u [D, L] for tokens [D, L] (D decodes of L tokens after TOY_PROMPT, decode d sampled at knobs[d] =
+    (temperature, top_k, top_p)): each token's randomised PIT under the target's processed law given its prefix,
+    in the target's rank order (more likely first, ties by token id). Raises ExactnessFailure, naming the token,
+    when that law gives a token probability 0."""
+    from speclab.sampling import process_logits
+
+    D, L = tokens.shape
+    seqs = torch.as_tensor(np.concatenate([np.tile(TOY_PROMPT, (D, 1)), tokens], axis=1), dtype=torch.long)
+    start = len(TOY_PROMPT) - 1  # row t of the forward predicts token t + 1
+    rows = target.reference_forward(seqs)[:, start:start + L]  # [D, L, V]
+    probs = torch.stack([process_logits(rows[d], *knobs[d]) for d in range(D)]).double().numpy()  # [D, L, V]
+    ptok = np.take_along_axis(probs, tokens[..., None], axis=-1)[..., 0]  # [D, L]
+    rounding = ptok == 0  # outside the support: a failure unless only float rounding put it there
+    for d, j in np.argwhere(rounding):
+        if not _support(rows[d, j], *knobs[d], SUPPORT_SLACK)[tokens[d, j]]:
+            temp, top_k, top_p = knobs[d]
+            prefix = TOY_PROMPT + [int(x) for x in tokens[d, :j]]
+            raise ExactnessFailure(
+                f"[{name}] new token {j + 1} of a decode is {int(tokens[d, j])} after the tokens {prefix}, but the "
+                f"target's processed law there (temperature {temp:g}, top-k {top_k}, top-p {top_p}) gives it "
+                f"probability 0: {[round(float(x), 4) for x in probs[d, j]]}. An exact decoder never emits it.")
+    ids = np.arange(probs.shape[-1])
+    ahead = (probs > ptok[..., None]) | ((probs == ptok[..., None]) & (ids < tokens[..., None]))
+    u = (probs * ahead).sum(axis=-1) + rng.random((D, L)) * ptok
+    u[rounding] = rng.random(int(rounding.sum()))  # at a cut by float rounding only: carries no information
+    return np.clip(u, 0.0, 1.0)
+
+
+def _decode_all(fn, rng, calls: int, new: int, k: int, temp: float, top_k, top_p, name: str) -> np.ndarray:
+    """tokens [calls, new]: `calls` decodes of the toy pair from TOY_PROMPT, one generator seeded from rng."""
+    t, d = toy_pair(0)
+    gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    results = call_each(fn, [(t, d, torch.tensor(TOY_PROMPT), new, k)] * calls, temperature=temp, top_k=top_k,
+                        top_p=top_p, generator=gen)
+    out = np.empty((calls, new), dtype=np.int64)
+    for j, result in enumerate(results):
+        got, _ = result
+        got = [int(x) for x in got]
+        if len(got) != new or not all(0 <= x < 4 for x in got):
+            raise AssertionError(f"[{name}] asked for {new} new tokens in a vocabulary of 4, got {got}")
+        out[j] = got
+    return out
+
+
+def draw_setting(name: str, rng: np.random.Generator) -> tuple:
+    """(k, temperature, top_k, top_p) for one group of a token case, drawn from its ranges in TOKEN_CASES
+    (temperature and top-p rounded to 2 decimals)."""
+    ks, temps, top_ks, top_ps, _ = TOKEN_CASES[name]
+    k = int(rng.integers(ks[0], ks[1] + 1))
+    temp = round(float(rng.uniform(*temps)), 2)
+    top_k = None if top_ks is None else int(rng.integers(top_ks[0], top_ks[1] + 1))
+    top_p = None if top_ps is None else round(float(rng.uniform(*top_ps)), 2)
+    return k, temp, top_k, top_p
+
+
+def _ranges(name: str) -> str:
+    ks, temps, top_ks, top_ps, _ = TOKEN_CASES[name]
+    knob = f"top-k {top_ks[0]} to {top_ks[1]}" if top_ks else f"top-p {top_ps[0]:g} to {top_ps[1]:g}"
+    return f"{knob}, T {temps[0]:g} to {temps[1]:g}, k {ks[0]} to {ks[1]}"
+
+
+def token_case(name: str) -> ExactnessCase:
+    """The token case `name` of TOKEN_CASES: PIT bins of every token of its decodes, each decode at its own
+    setting (so decodes are independent, and so are the settings they meet)."""
+    t, _ = toy_pair(0)
+    n = TOKEN_CASES[name][-1]
+    shown = f"speculative_decode on the toy pair, every emitted token, {_ranges(name)} (drawn for every decode)"
+
+    def draw(fn, rng, n):
+        decodes = -(-n // TOKEN_NEW)  # whole decodes; the last one's extra tokens are not used
+        bins = []
+        for start in range(0, decodes, CHECKED_EVERY):  # checked as they come: an impossible token fails early
+            settings = [draw_setting(name, rng) for _ in range(min(CHECKED_EVERY, decodes - start))]
+            tokens = np.concatenate([
+                _decode_all(fn, rng, 1, TOKEN_NEW, k, temp, top_k, top_p,
+                            f"{shown}: T={temp:g}, top-k={top_k}, top-p={top_p}, k={k}")
+                for k, temp, top_k, top_p in settings])
+            u = token_pits(t, tokens, [s[1:] for s in settings], rng, shown)
+            bins.append(np.minimum((u * PIT_BINS).astype(np.int64), PIT_BINS - 1).reshape(-1))
+        return np.concatenate(bins)[:n]
+
+    draw.block = TOKEN_NEW  # outcomes come TOKEN_NEW to a decode, dependent within it (autograder.audit.power)
+    labels = [f"PIT in [{i / PIT_BINS:.3f}, {(i + 1) / PIT_BINS:.3f})" for i in range(PIT_BINS)]
+    return ExactnessCase(
+        shown, np.full(PIT_BINS, 1 / PIT_BINS), n, draw, labels, eps=EPS_TARGET,
+        guarantee=f"every emitted token against the target's processed law given its prefix ({PIT_BINS} bins of its "
+                  "randomised PIT in the target's rank order), at settings drawn for every decode",
+        follows="the uniform law (each token's place in the target's processed law given its prefix)")
+
+
 def sampling_cases() -> list[ExactnessCase]:
+    """The sequence case, then the token cases."""
     from speclab.toy import sequence_law
 
-    t, d = toy_pair(0)
-    cases = []
-    for base, (name, k, temp, top_k, top_p, n) in sampling_settings().items():
-        law, conts = sequence_law(t, TOY_PROMPT, TOY_NEW, temp, top_k, top_p)
+    t, _ = toy_pair(0)
+    (name, k, temp, top_k, top_p, n), = sampling_settings().values()
+    law, conts = sequence_law(t, TOY_PROMPT, TOY_NEW, temp, top_k, top_p)
 
-        def draw(fn, rng, n, k=k, temp=temp, top_k=top_k, top_p=top_p, name=name):
-            gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-            prompt = torch.tensor(TOY_PROMPT)
-            out = np.empty(n, dtype=np.int64)
-            results = call_each(fn, [(t, d, prompt, TOY_NEW, k)] * n, temperature=temp, top_k=top_k, top_p=top_p,
-                                generator=gen)
-            for j, result in enumerate(results):
-                new, _ = result
-                new = [int(x) for x in new]
-                if len(new) != TOY_NEW or not all(0 <= x < 4 for x in new):
-                    raise AssertionError(f"[{name}] asked for {TOY_NEW} new tokens in a vocabulary of 4, got {new}")
-                out[j] = 4 * new[0] + new[1]
-            return out
+    def draw(fn, rng, n):
+        tokens = _decode_all(fn, rng, n, TOY_NEW, k, temp, top_k, top_p, name)
+        return 4 * tokens[:, 0] + tokens[:, 1]
 
-        labels = [f"first two tokens {a}{b}" for a in range(4) for b in range(4)]
-        # the targeted case passes early once clearly within its target (stats.early_passes); the two sized
-        # for time are too small for an early look to pass and keep one look
-        cases.append(ExactnessCase(f"speculative_decode on the toy pair, {name}", _first_two_law(law, conts), n, draw,
-                                   labels, guarantee="the joint law of the first two emitted tokens" + (
-                                       ", at knobs drawn per run (KNOB_RANGES)" if base != TARGETED else ""),
-                                   eps=EPS_TARGET if base == TARGETED else None))
-    return cases
+    labels = [f"first two tokens {a}{b}" for a in range(4) for b in range(4)]
+    sequence = ExactnessCase(f"speculative_decode on the toy pair, {name}", _first_two_law(law, conts), n, draw,
+                             labels, guarantee="the joint law of the first two emitted tokens", eps=EPS_TARGET)
+    return [sequence] + [token_case(name) for name in TOKEN_CASES]

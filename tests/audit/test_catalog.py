@@ -6,15 +6,15 @@ probability: here each mutant meets the checks once, on the seeds a grading run 
 Each takes seconds to a minute (a mutant that is exact on most cases runs them in full), so the whole catalog is
 an audit, not `make test`: its report is stale as soon as a lab's checks, catalog or solution changes, and
 `make test` then fails until it is run again. `make test` keeps the mutants of the newest checks (Lab 1's
-pairings of rows, tests/autograder/checks/test_lab1.py).
+pairings of rows, tests/autograder/checks/test_lab1.py; Lab 2's knob mutants, test_lab2.py).
 
 With them, Lab 1's design figures, which hold for the checks as written and cost tens of seconds to re-derive:
 issue 14's eps targets met at the smallest n of each targeted case, and the timed output check's power on
 every pair the speed test can draw.
 
-Each mutant is recorded as a student whose refused cell scored 0, as expected. Lab 2's table of which check
-refuses which mutant, and how each check is called, is tests/autograder/checks/test_lab2.py's (`CAUGHT_BY`,
-`run_check`), an input of this audit.
+Each mutant is recorded as a student whose refused cell scored 0, as expected. How a Lab 1 mutant meets its part's
+checks is tests/autograder/checks/test_lab1.py's (`refusals`); Lab 2's table of which check refuses which mutant,
+and how each check is called, is test_lab2.py's (`CAUGHT_BY`, `run_check`): both are inputs of this audit.
 """
 from __future__ import annotations
 
@@ -25,18 +25,16 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from autograder.audit.mutants import namespace
 from autograder.audit.mutants.lab1 import MUTANTS as LAB1_MUTANTS
-from autograder.checks import hidden
 from autograder.checks import lab1 as L1
 L = L1  # the design tests below name the lab L, as test_lab1.py does
 from autograder.checks import stats as S
 from speclab import speedtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "autograder" / "checks"))
+import test_lab1 as T1  # noqa: E402 - how a Lab 1 mutant meets its part's checks
 import test_lab2 as T2  # noqa: E402 - Lab 2's table of refusing checks, and how each is called
 
-TEST_KEY = bytes(range(32))  # a grading run's key (autograder/checks/hidden.py), fixed so a failure reproduces
 
 
 @pytest.mark.parametrize("m", LAB1_MUTANTS, ids=lambda m: m.name)
@@ -44,19 +42,7 @@ def test_every_lab1_mutant_fails_a_check_of_its_part(m, audit_grades):
     """Each Lab 1 mutant fails one of its part's hidden checks (the timed cell aside: its power is the
     timing_agreement audit's), and the message describes the property without showing code. A mutant keyed to
     the fixed pairs is caught because the checks run under a key."""
-    ns = namespace("lab1", m)
-    failed = {}
-    for cell in [c for c in L1.CELLS if c.part == m.part and c.grade_id != "test_batch_speed"]:
-        try:
-            with hidden.keyed(TEST_KEY):
-                cell.check(*[getattr(ns, a) for a in cell.args])
-        except AssertionError as err:
-            assert "def " not in str(err)  # the message describes the property, it shows no code
-            failed[cell.grade_id] = str(err)
-            break  # one cell of its part refuses it: the cells after it need not run
-        except Exception as err:  # noqa: BLE001 - a crash in a graded cell costs its points under nbgrader too
-            failed[cell.grade_id] = f"{type(err).__name__}: {err}"
-            break
+    failed = T1.refusals(m)
     audit_grades.student(f"lab1 {m.name}", {g: 0.0 for g in failed} or {"none": 1.0},
                          {g: 0.0 for g in failed} or {"none": 0.0})
     assert failed, m.name
@@ -76,10 +62,10 @@ def test_every_lab2_mutant_fails_its_check(name, audit_grades):
     audit_grades.student(f"lab2 {name}", refused, {c: 0.0 for c in refused})
 
 
-def test_the_knobs_mutant_is_exact_where_no_key_draws_the_knobs():
-    """Why Lab 2's knobs are drawn per run: the mutant exact only at the settings written in the check file
-    passes the top-k case there (and fails it under a key, above)."""
-    T2.run_check("sampling_topk", T2.namespace("knobs_only_at_fixed_settings"))
+def test_the_knobs_mutant_is_exact_at_temperature_1():
+    """Why Lab 2's knobs are drawn per run: the mutant exact only at the settings written in the check file (1, 0.8
+    and 1.2) passes the sequence case, at temperature 1, under a key (and fails the token cases, above)."""
+    T2.run_check("sampling_sequence", T2.namespace("knobs_only_at_fixed_settings"))
 
 
 def test_power_is_recomputed_for_one_mutant():

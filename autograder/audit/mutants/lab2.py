@@ -81,4 +81,22 @@ MUTANTS: list[Mutant] = catalog("lab2", [
 -        k_step = min(k, max_new_tokens - len(new) - 1)  # never emit past max_new_tokens
 +        k_step = 0  # no drafts: one target forward, one token
 """),
+    # issue 53: the knobs mishandled; caught by the token cases (every emitted token against its processed law)
+    Mutant("bonus_without_knobs", 2, "speculative_decode",
+           "Draws the bonus token (after a full acceptance) from the target's raw softmax: no temperature, top-k or "
+           "top-p.", """
+-                emitted.append(int(torch.multinomial(ps[k_step], 1, generator=generator)))  # bonus token from p
++                raw = torch.softmax(target_logits[k_step], dim=-1)  # the bonus without the knobs
++                emitted.append(int(torch.multinomial(raw, 1, generator=generator)))
+"""),
+    Mutant("knobs_in_wrong_order", 2, "speculative_decode",
+           "Cuts top-k/top-p at temperature 1 and applies the temperature after, for p and q alike: exact "
+           "speculative sampling of the wrong law (top-k commutes with the temperature; top-p does not).", """
+-                q = process_logits(logits, temperature, top_k, top_p)  # [V]
++                cut = process_logits(logits, 1.0, top_k, top_p) > 0  # the cut first, at temperature 1
++                q = process_logits(logits.masked_fill(~cut, float("-inf")), temperature)  # [V]
+-            ps = process_logits(target_logits, temperature, top_k, top_p)  # [k_step+1, V]
++            cut = process_logits(target_logits, 1.0, top_k, top_p) > 0
++            ps = process_logits(target_logits.masked_fill(~cut, float("-inf")), temperature)  # [k_step+1, V]
+"""),
 ])
