@@ -69,14 +69,15 @@ pdf: html
 	@$(MAKE) --no-print-directory print-pdf
 
 # The PDF is printed again only when what it is printed from has changed: the single page, its static
-# files and the printer, whose digest is kept beside it (speclab.pdf.digest). `make book` on an unchanged
-# book says so instead of spending a minute reprinting it. Sphinx adds a "?v=<checksum>" to the page's
-# links to static files only once they exist (from the second build on): the page is digested without them.
+# files, the printer and what its title page and contents read (CITATION.cff, _toc.yml), whose digest is
+# kept beside it (speclab.pdf.digest). `make book` on an unchanged book says so instead of spending a
+# minute and a half reprinting it. Sphinx adds a "?v=<checksum>" to the page's links to static files only
+# once they exist (from the second build on): the page is digested without them.
 SINGLE = $(BOOK_OUT)/_build/singlehtml
 print-pdf:
 	$(JB) build $(CURDIR) --path-output $(BOOK_OUT) --builder singlehtml $(JB_FLAGS)
-	@digest=$$({ sed -E 's/\?v=[0-9a-f]+"/"/g' $(SINGLE)/book/intro.html; find $(SINGLE)/_static book/_ext/print_pdf.py \
-	   -type f -print0 | sort -z | xargs -0 sha256sum; } 2>/dev/null | sha256sum | cut -c1-64); \
+	@digest=$$({ sed -E 's/\?v=[0-9a-f]+"/"/g' $(SINGLE)/book/intro.html; find $(SINGLE)/_static \
+	   book/_ext/print_pdf.py CITATION.cff _toc.yml -type f -print0 | sort -z | xargs -0 sha256sum; } 2>/dev/null | sha256sum | cut -c1-64); \
 	 if [ -f $(PDF) ] && [ "$$(cat $(PDF).digest 2>/dev/null)" = "$$digest" ]; then \
 	   echo "The PDF is up to date (nothing it is printed from has changed): $(PDF)"; \
 	 else \

@@ -3,12 +3,16 @@
 What it adds to Jupyter Book 1's build, each step a function below:
 
 * **Launch buttons that open a notebook.** Colab opens only ``.ipynb`` files, so every chapter
-  is also published as a notebook (jupytext, no outputs, a first cell that installs the course
-  where it is missing) at ``notebooks/<page>.ipynb`` of the built site; the Colab button points
-  there, on the branch the site is published from (``speclab_site_branch``, gh-pages). Binder
-  opens the chapter's MyST source, which ``binder/postBuild`` makes open as a notebook (jupytext's
-  viewer). A lab's page launches the lab's student notebook, ``labs/<lab>/<lab>.ipynb``. A
-  JupyterHub button appears only when ``launch_buttons.jupyterhub_url`` names a hub.
+  is also published as a plain notebook at ``notebooks/<page>.ipynb`` of the built site: the page
+  as the build rendered it, in Markdown any Jupyter reads (glued values, numbered theorems, links
+  to the site; ``book/_ext/publish.py``), the outputs the build computed, and a first cell that
+  installs the course where it is missing. The Colab button points there, on the branch the site
+  is published from (``speclab_site_branch``, gh-pages), and so does the page's ``.ipynb``
+  download. Binder opens the chapter's MyST source in a checkout of the repository, which
+  ``binder/postBuild`` makes open as a notebook (jupytext's viewer). A lab's page launches the
+  lab's student notebook, ``labs/<lab>/<lab>.ipynb``. A JupyterHub button appears only when
+  ``launch_buttons.jupyterhub_url`` names a hub. Every button needs ``repository.url`` of
+  ``_config.yml`` (the one place the repository is named): without it no page has any.
 * **A whole-book PDF** in the download menu (``speclab.pdf``, written by ``make pdf``; see
   ``book/_ext/print_pdf.py``) instead of the browser's print dialog of one page.
 * **One measurement per build.** The environment variable ``SPECLAB_LIVE_MEASUREMENTS`` names
@@ -129,6 +133,10 @@ def header_buttons(app: Sphinx, pagename: str, templatename: str, context: dict,
                 for b in launch_targets(app, pagename)
             ]
         if group.get("label") == "download-buttons":
+            notebook = published_notebook_path(app, pagename)
+            for button in group["buttons"]:
+                if button.get("label") == "download-notebook-button" and notebook:
+                    button["url"] = context["pathto"](notebook, 1)  # the notebook Colab opens, not the MyST one
             group["buttons"] = [b for b in group["buttons"] if b.get("label") != "download-pdf-button"] + [{
                 "type": "link", "text": "whole book (.pdf)", "tooltip": "Download the whole book as a PDF",
                 "icon": "fas fa-file-pdf", "url": context["pathto"](PDF_NAME, 1), "label": "download-book-pdf-button",
@@ -138,11 +146,20 @@ def header_buttons(app: Sphinx, pagename: str, templatename: str, context: dict,
 
 
 # ------------------------------------------------------------------- published notebooks
+def published_notebook_path(app: Sphinx, docname: str) -> str | None:
+    """The site's notebook for a page (lab pages: the lab's student notebook), or None."""
+    lab = lab_notebook(docname)
+    if lab:
+        return f"{NOTEBOOKS}/labs/{Path(lab).name}"
+    return f"{NOTEBOOKS}/{docname}.ipynb" if _is_notebook(app, docname) else None
+
+
 def publish_notebooks(app: Sphinx, exception) -> None:
-    """Write notebooks/<page>.ipynb for every notebook page, and the labs' student notebooks."""
+    """Write notebooks/<page>.ipynb for every notebook page (book/_ext/publish.py), and copy the labs'
+    student notebooks to notebooks/labs/."""
     if exception is not None or app.builder.name != "html":
         return
-    import jupytext
+    from publish import published_notebook
 
     repo_url, _, _, branch = _repo(app)
     out = Path(app.outdir) / NOTEBOOKS
@@ -150,11 +167,10 @@ def publish_notebooks(app: Sphinx, exception) -> None:
     for docname in sorted(app.env.found_docs):
         if not _is_notebook(app, docname):
             continue
-        nb = jupytext.read(app.env.doc2path(docname))
+        nb = published_notebook(app, docname)
         setup = nbformat.v4.new_code_cell(SETUP_CELL.format(branch=branch, repo=repo_url + ".git"))
         setup.metadata["tags"] = ["speclab-setup"]
         nb.cells.insert(0, setup)
-        nb.metadata.pop("jupytext", None)  # a plain notebook, not paired with a text file
         target = out / f"{docname}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.validate(nb)
@@ -352,11 +368,11 @@ def set_version(app: Sphinx, config) -> None:
     built = dt.date.today().isoformat()
     theme = dict(config.html_theme_options or {})
     footer = theme.get("extra_footer", "")
+    changes = (f'<a href="https://github.com/{_repo_path(theme)}/blob/{theme.get("repository_branch") or "main"}'
+               f'/CHANGELOG.md">CHANGELOG</a>' if _repo_path(theme) else "<code>CHANGELOG.md</code>")
     theme["extra_footer"] = (f'<p class="speclab-version">speclab {release}'
                              + (f", commit {commit}" if commit else "") + f", built {built}. "
-                             f'Changes: <a href="https://github.com/{_repo_path(theme)}/blob/'
-                             f'{theme.get("repository_branch") or "main"}/CHANGELOG.md">CHANGELOG</a>; '
-                             f'how to cite: <code>CITATION.cff</code>.</p>' + footer)
+                             f'Changes: {changes}; how to cite: <code>CITATION.cff</code>.</p>' + footer)
     config.html_theme_options = theme
 
 
@@ -381,6 +397,23 @@ def share_html_handlers(app: Sphinx) -> None:
     handlers["singlehtml"] = merged
 
 
+def one_of_each_script(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Drop a page's repeated scripts. sphinx-thebe adds its inline configuration, `const THEBE_JS_URL = ...`,
+    once per reading of the sources, and jupyter-book reads them twice: the second copy declared the constant
+    again, a SyntaxError that every page logged (tests/book/test_rendering.py). The copies differ only in how
+    Sphinx stored the missing file name of an inline script (None when added to the builder, '' when copied
+    from the registry), so a script is known by its file name or '' and its attributes (its body included)."""
+    seen, kept = set(), []
+    for script in context.get("script_files", []):
+        name = getattr(script, "filename", script) or ""
+        key = (str(name), tuple(sorted((k, str(v)) for k, v in getattr(script, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(script)
+    if "script_files" in context:
+        context["script_files"] = kept
+
+
 def setup(app: Sphinx) -> dict:
     app.add_config_value("speclab_site_branch", "gh-pages", "html")
     register_bibliography_style()
@@ -389,6 +422,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", share_html_handlers)
     app.connect("env-get-outdated", reread_without_cache)
     app.connect("html-page-context", header_buttons, priority=600)  # after the theme's (501)
+    app.connect("html-page-context", one_of_each_script, priority=900)
     app.add_node(ExecutionReportNode)
     app.add_directive("speclab-execution-report", ExecutionReport)
     app.add_post_transform(ExecutionReportTransform)

@@ -45,7 +45,8 @@ def browser():
 @pytest.fixture(scope="session")
 def visited(html_root) -> dict:
     """Every page of the site opened once, offline, in one tab: page -> {"dom": its DOM once MathJax typeset it,
-    "overflow": what is too wide for the column once every collapsed block is open}. The math check
+    "overflow": what is too wide for the column once every collapsed block is open, "errors": the script
+    errors it raised}. The math check
     (test_rendering.py) reads the DOM, the layout check (test_layout_browser.py) the overflow."""
     from browser import offline_page, overflowing, playwright_browser, rendered_dom
 
@@ -54,7 +55,10 @@ def visited(html_root) -> dict:
     out = {}
     with playwright_browser(CHROMIUM) as b:
         tab = offline_page(b)
+        errors: list[str] = []  # the page's uncaught script errors (a refused request is not one)
+        tab.on("pageerror", lambda err: errors.append(str(err)))
         for path in site_pages(html_root):
+            errors.clear()
             dom = rendered_dom(tab, path)  # read before the layout check opens the collapsed blocks
-            out[path] = {"dom": dom, "overflow": overflowing(tab)}
+            out[path] = {"dom": dom, "overflow": overflowing(tab), "errors": list(errors)}
     return out

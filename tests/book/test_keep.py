@@ -28,6 +28,9 @@ def test_citation_and_changelog_name_the_packages_version():
     changelog = (ROOT / "CHANGELOG.md").read_text()
     assert re.search(rf"^## \[{re.escape(VERSION)}\]", changelog, re.M), "the changelog has no entry for this version"
     assert re.search(r"^## \[Unreleased\]", changelog, re.M) or changelog.index(f"[{VERSION}]") < 200
+    # the citation's year: the date the changelog gives this version
+    released = re.search(rf"^## \[{re.escape(VERSION)}\] - (\d{{4}}-\d{{2}}-\d{{2}})", changelog, re.M)
+    assert released and str(cff.get("date-released")) == released.group(1), "CITATION.cff's date-released"
 
 
 @pytest.mark.slow
@@ -37,6 +40,8 @@ def test_every_page_shows_the_version_and_the_front_page_how_to_cite(html_root):
         assert footer is not None and f"speclab {VERSION}" in footer.get_text(), page.name
     intro = " ".join(BeautifulSoup((html_root / "book" / "intro.html").read_text(), "html.parser").get_text(" ").split())
     assert f"version {VERSION}" in intro and "@software{speclab" in intro
+    year = str(yaml.safe_load((ROOT / "CITATION.cff").read_text())["date-released"])[:4]
+    assert re.search(r"year\s*=\s*" + re.escape("{" + year + "}"), intro), "the front page's citation has no year"
 
 
 @pytest.mark.slow

@@ -12,6 +12,10 @@ the button says it lives, and checks that it is a notebook:
   reads the setting it writes);
 * JupyterHub: only where `_config.yml` names a hub; the book names none, so no page may have one.
 
+The repository is named once, `repository.url` of `_config.yml`: with none, no page has a launch button
+(checked on the extension itself, with a stand-in for Sphinx's app). A notebook page's `.ipynb` download
+is the notebook Colab opens (tests/book/test_published_notebooks.py checks what that notebook holds).
+
 Every chapter's published notebook must hold the chapter's code, after a set-up cell. The last
 test shows the check can fail: a Colab link to a chapter's `.md`, and one to a missing file.
 """
@@ -23,6 +27,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import jupytext
@@ -164,3 +169,40 @@ def test_the_check_refuses_a_colab_link_to_markdown_or_to_nothing(tmp_path):
     binder = f"https://mybinder.org/v2/gh/{REPO}/main?urlpath=lab/tree/book/notation.md"
     assert "not a text notebook" in target_problems("Binder", binder, tmp_path)[0]
     assert target_problems("JupyterHub", "https://jupyterhub.example.edu/hub", tmp_path)
+
+
+def fake_app(repository_url: str) -> SimpleNamespace:
+    """What launch_targets and header_buttons read of Sphinx's app: the theme's options (as Jupyter Book
+    makes them from _config.yml) and which pages are notebooks."""
+    theme = {"repository_url": repository_url, "repository_branch": "main", "launch_buttons": CONFIG["launch_buttons"]}
+    return SimpleNamespace(config=SimpleNamespace(html_theme_options=theme, speclab_site_branch=SITE_BRANCH),
+                           env=SimpleNamespace(metadata={"book/02_acceptance": {"kernelspec": {"name": "python3"}}}))
+
+
+def speclab_book():
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import speclab_book as module
+
+    return module
+
+
+def test_the_launch_buttons_follow_the_one_repository_setting():
+    launch_targets = speclab_book().launch_targets
+    buttons = launch_targets(fake_app("https://github.com/someone/fork"), "book/02_acceptance")
+    assert {b["text"] for b in buttons} == {"Binder", "Colab"}
+    assert all("/someone/fork/" in b["url"] for b in buttons), buttons
+    assert launch_targets(fake_app(""), "book/02_acceptance") == []
+
+
+def test_without_a_repository_the_page_has_no_launch_menu_and_downloads_the_published_notebook():
+    context = {"pathto": lambda path, resource: f"../{path}", "header_buttons": [
+        {"label": "launch-buttons", "buttons": [{"label": "launch-binder-button", "url": "https://mybinder.org"}]},
+        {"label": "download-buttons", "buttons": [
+            {"label": "download-notebook-button", "url": "../_sources/book/02_acceptance.ipynb"},
+            {"label": "download-source-button", "url": "../_sources/book/02_acceptance.md"}]},
+    ]}
+    speclab_book().header_buttons(fake_app(""), "book/02_acceptance", "page.html", context, None)
+    assert [g["label"] for g in context["header_buttons"]] == ["download-buttons"]
+    urls = {b["label"]: b["url"] for b in context["header_buttons"][0]["buttons"]}
+    assert urls["download-notebook-button"] == "../notebooks/book/02_acceptance.ipynb"
+    assert urls["download-source-button"] == "../_sources/book/02_acceptance.md"

@@ -42,6 +42,31 @@ def test_every_page_renders_its_math_offline(html_root, visited):
 
 @pytest.mark.slow
 @needs_chromium
+def test_no_page_raises_a_script_error(html_root, visited):
+    """Opened offline, no page of the site throws a JavaScript error (the browser's `pageerror`: an uncaught
+    exception or a script that does not parse). Every page threw one while sphinx-thebe's configuration was
+    declared twice (book/_ext/speclab_book.py, `one_of_each_script`)."""
+    report = {str(p.relative_to(html_root)): v["errors"] for p, v in visited.items() if v["errors"]}
+    assert visited and not report, "\n".join(f"{page}: {errs[:3]}" for page, errs in report.items())
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_a_page_that_throws_is_seen(tmp_path, browser):
+    """The check above can fail: a page whose script throws is reported through the same event."""
+    from browser import offline_page
+
+    page_file = tmp_path / "throws.html"
+    page_file.write_text("<html><body><script>const A = 1;</script><script>const A = 2;</script></body></html>")
+    tab = offline_page(browser)
+    errors: list[str] = []
+    tab.on("pageerror", lambda err: errors.append(str(err)))
+    tab.goto(page_file.as_uri(), wait_until="load")
+    assert errors and "already been declared" in errors[0], errors
+
+
+@pytest.mark.slow
+@needs_chromium
 def test_a_page_with_mathjax_from_the_network_fails_the_check(html_root, tmp_path, browser):
     page = html_root / "book" / "05_tokens_per_step.html"
     text = page.read_text()
