@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
+from bookpages import toc_documents
 from load import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,15 +25,7 @@ FLAGS = ["-W", "-n", "--keep-going"]
 
 def toc_files() -> list[str]:
     """Every page named in _toc.yml, as a path without suffix."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-    entries = [chapter for part in toc.get("parts", []) for chapter in part["chapters"]]
-    entries += toc.get("chapters", [])
-    while entries:  # chapters and their sections (the Labs part has sections)
-        entry = entries.pop(0)
-        files.append(entry["file"])
-        entries += entry.get("sections", [])
-    return files
+    return list(toc_documents())
 
 
 def build(source: Path, output: Path) -> subprocess.CompletedProcess:

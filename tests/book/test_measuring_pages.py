@@ -25,6 +25,7 @@ from scipy import optimize
 from speclab import measure, theory
 from speclab.measure import FakeStopwatch, Timing, quality_note, time_interleaved, use_stopwatch
 
+from bookpages import MYST_FRONT_MATTER
 from measuring import FAKES, measuring_chapters, measuring_labs, run_chapter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,16 +186,7 @@ def test_measured_costs_of_every_kind():
             theory.measured_step_cost(2, **bad)
 
 
-FRAGILE = '''---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
+FRAGILE = MYST_FRONT_MATTER + '''\
 
 # A page that trusts its timings
 

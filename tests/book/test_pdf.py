@@ -29,7 +29,7 @@ import pypdfium2
 import pytest
 import yaml
 
-from bookpages import ROOT, needs_chromium
+from bookpages import ROOT, needs_chromium, toc_documents
 from test_code_width import FENCE, code_lines
 
 pytestmark = [pytest.mark.slow, needs_chromium]
@@ -140,23 +140,6 @@ def book_headings(singlehtml_page: Path, root: str) -> list[Heading]:
         else:
             found.append(heading_from_html(doc, match.group(3)))
     return found
-
-
-def toc_documents(toc: dict) -> dict[str, int]:
-    """Every page of _toc.yml in order, the root first, with its depth (0 for the root and the
-    chapters, 1 for a chapter's sections)."""
-    docs = {toc["root"]: 0}
-
-    def walk(entries, depth):
-        for entry in entries or []:
-            if "file" in entry:
-                docs[entry["file"]] = depth
-            walk(entry.get("sections"), depth + 1)
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"), 0)
-    walk(toc.get("chapters"), 0)
-    return docs
 
 
 def chapter_titles(headings: list[Heading], docs: dict[str, int]) -> dict[str, Heading]:

@@ -25,7 +25,7 @@ import yaml
 from bs4 import BeautifulSoup
 from markdown_it import MarkdownIt
 
-from bookpages import ROOT, chapter_pages
+from bookpages import MYST_FRONT_MATTER, ROOT, chapter_pages
 
 BASEURL = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["baseurl"].rstrip("/")
 
@@ -131,17 +131,7 @@ def test_every_chapter_notebook_starts_with_the_set_up_and_keeps_its_outputs(htm
 PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
 TINY_BASEURL = "https://example.org/course"
 
-CHAPTER = '''\
----
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
+CHAPTER = MYST_FRONT_MATTER + '''\
 
 # Constructs
 
