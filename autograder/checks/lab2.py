@@ -35,9 +35,9 @@ from .calls import call_each
 from .models import rebuildable
 from .lab2_rollback import ATOL, cache_checker, counted, speculated, steps_emit_what_they_report
 from .stats import check_case
-from .lab2_sampling import (EPS_TARGET, KNOB_RANGES, PIT_BINS, SAMPLING_SETTINGS, SUPPORT_SLACK,  # noqa: F401
-                            TARGETED, TOKEN_CASES, TOKEN_NEW, TOY_NEW, TOY_PROMPT, _first_two_law, _support,
-                            draw_setting, sampling_cases, sampling_settings, token_pits, toy_pair, worst_case_eps)
+from .lab2_sampling import (EPS_SEQUENCE, EPS_TARGET, NO_KNOB_SHARE, PIT_BINS, SEQUENCE_BINS,  # noqa: F401
+                            SEQUENCE_CASE, SEQUENCE_RANGES, SUPPORT_SLACK, TOKEN_CASES, TOKEN_NEW, TOY_NEW, TOY_PROMPT, _support, draw_setting,
+                            sampling_cases, sequence_case, token_pits, toy_pair, worst_case_eps)
 
 ALPHA_CELL = 1e-6  # false-failure budget of the statistical test cell
 SPEEDUP_CPU = speedtest.DECODE_BAR_CPU  # best-k speedup over the course baseline required on a CPU
@@ -74,11 +74,12 @@ R_SAMPLING_RNG = Rule("sampling rng", "Called with a `generator`, `speculative_d
                       "may be used, as `torch.multinomial(..., generator=None)` does).")
 R_K = Rule("k", "`speculative_decode` raises `ValueError` when k < 1.")
 R_SAMPLING_LAW = Rule("sampling law", "Sampled with `temperature`, `top_k` and `top_p`, the tokens of "
-                      "`speculative_decode` follow the target's law exactly, at every setting. It is tested on a "
-                      "4-token toy pair: the first two new tokens at temperature 1, and every token emitted at "
-                      "settings the grader draws anew for every decode (temperature 0.3 to 2, top-k 1 to 4 or "
-                      "top-p 0.5 to 1, k 1 to 4), each against the law that the target's processed logits give "
-                      "it after its prefix. A token that law gives probability 0 fails at once.")
+                      "`speculative_decode` follow the target's law exactly, at every setting, and with no knob "
+                      "given. It is tested on a 4-token toy pair, at settings the grader draws anew for every "
+                      "decode (temperature 0.3 to 2, top-k 1 to 4, top-p 0.5 to 1 or neither, k 1 to 4): every "
+                      "token emitted, and the first two together, each against the law that the target's "
+                      "processed logits give it after its prefix. A token that law gives probability 0 fails at "
+                      "once.")
 R_POOLED = Rule("pooled alpha", "`pooled_alpha(accepted, k)` returns accepted drafts / verified drafts over all "
                 "steps, where a step that accepted a < k drafts verified a + 1 and a step that accepted k "
                 "verified k (within 1e-9).")

@@ -1,8 +1,6 @@
 """The statistical design of Lab 2's sampling cell: the toy pair's settings, the knobs a grading run draws, and
 the cases (`stats.ExactnessCase`) that draw from a student's decoder. Two kinds of case:
 
-* the sequence case ("T=1, k=2"): the joint law of the first two emitted tokens, enumerated (every law at total
-  variation >= eps from it is caught), at T = 1 with k drawn per run;
 * the token cases (top-k, top-p): every token of every decode against the target's processed law given its
   prefix, which the grader computes with the cache-free forward. A token that law gives probability 0 fails at
   once, named. The others are mapped to their randomised probability integral transform in the target's rank
@@ -11,6 +9,12 @@ the cases (`stats.ExactnessCase`) that draw from a student's decoder. Two kinds 
   prefix, each token follows p), so PIT_BINS equal bins of u are a case whose law is uniform, whatever the
   knobs, and whose power grows with every token decoded, not with every decode. Every decode's knobs are drawn
   from wide ranges (TOKEN_CASES).
+* the sequence case ("first two tokens"): the joint law of the first two emitted tokens' transforms (4 x 4 equal
+  bins, uniform for an exact decoder), one short decode per setting, each drawn where the knobs change the law
+  most (SEQUENCE_RANGES: temperature 1 to 2, a top-k of 2 or 3 or a top-p of 0.5 to 0.8). A knob error in the
+  first step, where the toy's draft and target differ most, is diluted in the token cases by the later tokens,
+  which the toy's target nearly forces: `knobs_on_p_only` of the catalog moves the token cases' pooled transform
+  by about 0.01, and this case's law by about 0.10 (eps 0.06).
 
 The check that uses them is `lab2.check_sampling_exactness`; `python -m autograder.audit.power lab2` computes
 each case's false-failure bound, its eps and its power against the catalog. Notation: see the `speclab` package
@@ -21,26 +25,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import hidden
 from .calls import call_each
 from .models import rebuildable
 from .stats import ExactnessCase, ExactnessFailure
 
 TOY_PROMPT = [0, 1]
-TOY_NEW = 3  # the sequence case's tokens asked for; it tests the pair of the first two (a k = 2 block spans both)
+TOY_NEW = 3  # the sequence case's tokens asked for per decode; it tests the first two
 TOKEN_NEW = 12  # the token cases' tokens asked for per decode: each is tested
 CHECKED_EVERY = 32  # decodes whose tokens the token cases transform (and check for impossible ones) at a time
 PIT_BINS = 8  # equal bins of the randomised PIT: the token cases' outcomes, uniform for an exact decoder
-SAMPLING_SETTINGS = {  # the sequence case: name -> (k, temperature, top_k, top_p, n decodes)
-    # eps <= 0.03 on the joint law of the first two tokens: n = stats.n_for_eps at this alpha, with
-    # the early looks of stats.early_passes (a correct decoder usually passes at 0.3 n to 0.55 n)
-    "T=1, k=2": (2, 1.0, None, None, 33300),
-}
-EPS_TARGET = 0.03  # every case's design distance
-TARGETED = "T=1, k=2"  # the sequence case
-# Under a grading run's key (autograder/checks/hidden.py) the sequence case's k is drawn per student from this
-# range (the fixed k above is used without a key); k does not change the law.
-KNOB_RANGES = {"T=1, k=2": ((1, 4), None, None, None)}
+EPS_TARGET = 0.03  # the token cases' design distance (the sequence case's: EPS_SEQUENCE)
+SEQUENCE_CASE = "first two tokens"
+SEQUENCE_BINS = 4  # equal bins of each of the first two tokens' transforms: 4 x 4 outcomes
 # The token cases: name -> (k range, temperature range, top-k choices, top-p range, n tokens). Every decode gets
 # its own setting, drawn from these ranges with the case's generator (seeded from the grading run's key), so one
 # hidden test meets n / TOKEN_NEW settings across the whole range, and its decodes are independent; a top-k of 4
@@ -51,29 +47,20 @@ TOKEN_CASES = {
     "top-p": ((1, 4), (0.3, 2.0), None, (0.5, 1.0), 32256),
     "top-k": ((1, 4), (0.3, 2.0), (1, 4), None, 32256),
 }
+# The sequence case's ranges: (k, temperature, top-k choices, top-p range, n decodes); each decode takes a top-k or
+# a top-p, with probability 1/2 each. Where the knobs bite: a temperature of at least 1 and cuts that keep a few
+# tokens (the range is the check's, not any student's). n: eps <= EPS_SEQUENCE on the uniform law of 16
+# outcomes with the early looks (stats.n_for_eps); a correct decoder usually passes at 0.3 n to 0.55 n.
+SEQUENCE_RANGES = ((1, 4), (1.0, 2.0), (2, 3), (0.5, 0.8), 9613)
+EPS_SEQUENCE = 0.06
+# In the token cases a knob is left out (None, the decoder's default: no cut) for this share of decodes, so the
+# path that takes no knob at all is tested too.
+NO_KNOB_SHARE = 0.2
+
 # A token outside the target's processed support by float rounding only (the decoder's cached forward and the
 # grader's cache-free one differ in the last bits) is not failed: the support is widened by this much, on the
 # scaled logits for top-k and on the mass before a token for top-p; such a token's u is drawn uniform.
 SUPPORT_SLACK = 1e-4
-
-
-def sampling_settings() -> dict[str, tuple]:
-    """name in SAMPLING_SETTINGS -> (shown name, k, temperature, top_k, top_p, n): the fixed settings without a
-    key; under a key, the sequence case's knobs drawn from KNOB_RANGES (temperature and top-p rounded to 2
-    decimals), which its shown name says."""
-    if not hidden.active():
-        return {name: (name, *v) for name, v in SAMPLING_SETTINGS.items()}
-    out = {}
-    for name, (k, temp, top_k, top_p, n) in SAMPLING_SETTINGS.items():
-        ks, temps, top_ks, top_ps = KNOB_RANGES[name]
-        rng = np.random.default_rng(hidden.seed(f"lab2 knobs {name}", 0))
-        k = int(rng.integers(ks[0], ks[1] + 1))
-        temp = temp if temps is None else round(float(rng.uniform(*temps)), 2)
-        top_k = top_k if top_ks is None else int(rng.integers(top_ks[0], top_ks[1] + 1))
-        top_p = top_p if top_ps is None else round(float(rng.uniform(*top_ps)), 2)
-        knobs = [f"T={temp:g}"] + ([f"top-k={top_k}"] if top_k else []) + ([f"top-p={top_p:g}"] if top_p else [])
-        out[name] = (", ".join(knobs + [f"k={k}"]) + " (drawn for this run)", k, temp, top_k, top_p, n)
-    return out
 
 
 @rebuildable
@@ -87,23 +74,14 @@ def toy_pair(seed: int):
 
 def worst_case_eps(case_name: str, n: int, alpha: float) -> float | None:
     """The largest eps of a sampling case over its knob ranges: every output law at TV >= that distance from the
-    exact one fails with probability >= 0.999. A token case's law (uniform PIT bins) is the same at every
-    setting, so its eps is the eps over its range; None for the sequence case (only k is drawn, and k does not
-    change the law)."""
+    exact one fails with probability >= 0.999. Every case's law (uniform bins of the transforms) is the same at
+    every setting, so its eps is the eps over its range."""
     from .stats import case_eps
 
-    if "every emitted token" not in case_name:
-        return None
-    return case_eps(ExactnessCase("range", np.full(PIT_BINS, 1 / PIT_BINS), n, lambda fn, rng, m: None,
-                                  eps=EPS_TARGET), alpha)
-
-
-def _first_two_law(law: np.ndarray, conts: list) -> np.ndarray:
-    """Law of (first token, second token), index 4 * first + second, from the law of whole continuations."""
-    out = np.zeros(16)
-    for prob, c in zip(law, conts):
-        out[4 * c[0] + c[1]] += prob
-    return out
+    sequence = SEQUENCE_CASE in case_name
+    K = SEQUENCE_BINS ** 2 if sequence else PIT_BINS
+    return case_eps(ExactnessCase("range", np.full(K, 1 / K), n, lambda fn, rng, m: None,
+                                  eps=EPS_SEQUENCE if sequence else EPS_TARGET), alpha)
 
 
 def _support(rows: torch.Tensor, temp: float, top_k, top_p, slack: float) -> torch.Tensor:
@@ -151,9 +129,11 @@ def token_pits(target, tokens: np.ndarray, knobs: list, rng: np.random.Generator
     return np.clip(u, 0.0, 1.0)
 
 
-def _decode_all(fn, rng, calls: int, new: int, k: int, temp: float, top_k, top_p, name: str) -> np.ndarray:
-    """tokens [calls, new]: `calls` decodes of the toy pair from TOY_PROMPT, one generator seeded from rng."""
-    t, d = toy_pair(0)
+def _decode_all(fn, rng, calls: int, new: int, k: int, temp: float, top_k, top_p, name: str,
+                pair: tuple | None = None) -> np.ndarray:
+    """tokens [calls, new]: `calls` decodes of the toy pair (a fresh one unless given) from TOY_PROMPT, one
+    generator seeded from rng."""
+    t, d = toy_pair(0) if pair is None else pair
     gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
     results = call_each(fn, [(t, d, torch.tensor(TOY_PROMPT), new, k)] * calls, temperature=temp, top_k=top_k,
                         top_p=top_p, generator=gen)
@@ -167,20 +147,31 @@ def _decode_all(fn, rng, calls: int, new: int, k: int, temp: float, top_k, top_p
     return out
 
 
+def _ranges_of(name: str) -> tuple:
+    return SEQUENCE_RANGES if name == SEQUENCE_CASE else TOKEN_CASES[name]
+
+
 def draw_setting(name: str, rng: np.random.Generator) -> tuple:
-    """(k, temperature, top_k, top_p) for one group of a token case, drawn from its ranges in TOKEN_CASES
-    (temperature and top-p rounded to 2 decimals)."""
-    ks, temps, top_ks, top_ps, _ = TOKEN_CASES[name]
+    """(k, temperature, top_k, top_p) for one decode of a case (a token case, or the sequence case), drawn from
+    its ranges (temperature and top-p rounded to 2 decimals). The sequence case takes a top-k or a top-p, with
+    probability 1/2 each; a token case leaves its knob out (None) for NO_KNOB_SHARE of its decodes."""
+    ks, temps, top_ks, top_ps, _ = _ranges_of(name)
     k = int(rng.integers(ks[0], ks[1] + 1))
     temp = round(float(rng.uniform(*temps)), 2)
+    if name == SEQUENCE_CASE:
+        top_ks, top_ps = (top_ks, None) if rng.random() < 0.5 else (None, top_ps)
+    elif rng.random() < NO_KNOB_SHARE:
+        top_ks = top_ps = None
     top_k = None if top_ks is None else int(rng.integers(top_ks[0], top_ks[1] + 1))
     top_p = None if top_ps is None else round(float(rng.uniform(*top_ps)), 2)
     return k, temp, top_k, top_p
 
 
 def _ranges(name: str) -> str:
-    ks, temps, top_ks, top_ps, _ = TOKEN_CASES[name]
-    knob = f"top-k {top_ks[0]} to {top_ks[1]}" if top_ks else f"top-p {top_ps[0]:g} to {top_ps[1]:g}"
+    ks, temps, top_ks, top_ps, _ = _ranges_of(name)
+    knob = " or ".join(([f"top-k {top_ks[0]} to {top_ks[1]}"] if top_ks else [])
+                       + ([f"top-p {top_ps[0]:g} to {top_ps[1]:g}"] if top_ps else []))
+    knob += "" if name == SEQUENCE_CASE else " or none"
     return f"{knob}, T {temps[0]:g} to {temps[1]:g}, k {ks[0]} to {ks[1]}"
 
 
@@ -196,9 +187,10 @@ def token_case(name: str) -> ExactnessCase:
         bins = []
         for start in range(0, decodes, CHECKED_EVERY):  # checked as they come: an impossible token fails early
             settings = [draw_setting(name, rng) for _ in range(min(CHECKED_EVERY, decodes - start))]
+            pair = toy_pair(0)  # one pair for the group (building it costs as much as a decode)
             tokens = np.concatenate([
                 _decode_all(fn, rng, 1, TOKEN_NEW, k, temp, top_k, top_p,
-                            f"{shown}: T={temp:g}, top-k={top_k}, top-p={top_p}, k={k}")
+                            f"{shown}: T={temp:g}, top-k={top_k}, top-p={top_p}, k={k}", pair)
                 for k, temp, top_k, top_p in settings])
             u = token_pits(t, tokens, [s[1:] for s in settings], rng, shown)
             bins.append(np.minimum((u * PIT_BINS).astype(np.int64), PIT_BINS - 1).reshape(-1))
@@ -213,19 +205,37 @@ def token_case(name: str) -> ExactnessCase:
         follows="the uniform law (each token's place in the target's processed law given its prefix)")
 
 
-def sampling_cases() -> list[ExactnessCase]:
-    """The sequence case, then the token cases."""
-    from speclab.toy import sequence_law
-
+def sequence_case() -> ExactnessCase:
+    """The sequence case: the joint law of the first two tokens' transforms (SEQUENCE_BINS equal bins each), one
+    decode of TOY_NEW tokens per setting, each setting drawn from SEQUENCE_RANGES."""
     t, _ = toy_pair(0)
-    (name, k, temp, top_k, top_p, n), = sampling_settings().values()
-    law, conts = sequence_law(t, TOY_PROMPT, TOY_NEW, temp, top_k, top_p)
+    n = SEQUENCE_RANGES[-1]
+    shown = f"speculative_decode on the toy pair, {SEQUENCE_CASE}, {_ranges(SEQUENCE_CASE)} (drawn for every decode)"
+    B = SEQUENCE_BINS
 
     def draw(fn, rng, n):
-        tokens = _decode_all(fn, rng, n, TOY_NEW, k, temp, top_k, top_p, name)
-        return 4 * tokens[:, 0] + tokens[:, 1]
+        out = []
+        for start in range(0, n, CHECKED_EVERY):  # checked as they come: an impossible token fails early
+            settings = [draw_setting(SEQUENCE_CASE, rng) for _ in range(min(CHECKED_EVERY, n - start))]
+            pair = toy_pair(0)  # one pair for the group (building it costs as much as a decode)
+            tokens = np.concatenate([
+                _decode_all(fn, rng, 1, TOY_NEW, k, temp, top_k, top_p,
+                            f"{shown}: T={temp:g}, top-k={top_k}, top-p={top_p}, k={k}", pair)
+                for k, temp, top_k, top_p in settings])[:, :2]
+            u = token_pits(t, tokens, [s[1:] for s in settings], rng, shown)
+            b = np.minimum((u * B).astype(np.int64), B - 1)
+            out.append(B * b[:, 0] + b[:, 1])
+        return np.concatenate(out)
 
-    labels = [f"first two tokens {a}{b}" for a in range(4) for b in range(4)]
-    sequence = ExactnessCase(f"speculative_decode on the toy pair, {name}", _first_two_law(law, conts), n, draw,
-                             labels, guarantee="the joint law of the first two emitted tokens", eps=EPS_TARGET)
-    return [sequence] + [token_case(name) for name in TOKEN_CASES]
+    edges = [f"[{i / B:g}, {(i + 1) / B:g})" for i in range(B)]
+    labels = [f"PITs of the first two tokens in {a} x {b}" for a in edges for b in edges]
+    return ExactnessCase(
+        shown, np.full(B * B, 1 / B ** 2), n, draw, labels, eps=EPS_SEQUENCE,
+        guarantee=f"the joint law of the first two emitted tokens ({B} x {B} bins of their randomised PITs in the "
+                  "target's rank order), at settings drawn for every decode",
+        follows="the uniform law (each token's place in the target's processed law given its prefix)")
+
+
+def sampling_cases() -> list[ExactnessCase]:
+    """The sequence case, then the token cases."""
+    return [sequence_case()] + [token_case(name) for name in TOKEN_CASES]

@@ -62,12 +62,6 @@ def test_every_lab2_mutant_fails_its_check(name, audit_grades):
     audit_grades.student(f"lab2 {name}", refused, {c: 0.0 for c in refused})
 
 
-def test_the_knobs_mutant_is_exact_at_temperature_1():
-    """Why Lab 2's knobs are drawn per run: the mutant exact only at the settings written in the check file (1, 0.8
-    and 1.2) passes the sequence case, at temperature 1, under a key (and fails the token cases, above)."""
-    T2.run_check("sampling_sequence", T2.namespace("knobs_only_at_fixed_settings"))
-
-
 def test_power_is_recomputed_for_one_mutant():
     """The power computation itself (python -m autograder.audit.power), on a Lab 1 sampler mutant with few fresh
     draws (a weaker lower bound than the committed report's)."""

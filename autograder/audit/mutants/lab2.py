@@ -99,4 +99,12 @@ MUTANTS: list[Mutant] = catalog("lab2", [
 +            cut = process_logits(target_logits, 1.0, top_k, top_p) > 0
 +            ps = process_logits(target_logits.masked_fill(~cut, float("-inf")), temperature)  # [k_step+1, V]
 """),
+    Mutant("knobs_on_p_only", 2, "speculative_decode",
+           "Draws its drafts from q with every knob but tests them against q with the temperature only (top-k and "
+           "top-p applied to p, not to the q of the acceptance ratio): it accepts a cut draft too often. Its "
+           "error sits in the first step, where the toy's draft and target differ; the later tokens, nearly "
+           "forced, dilute it in the token cases.", """
+-                qs.append(q)
++                qs.append(process_logits(logits, temperature))  # verified against q without top-k/top-p
+"""),
 ])

@@ -47,8 +47,10 @@ CAUGHT_BY = {
     # issue 53: the knobs mishandled; every emitted token is tested against its processed law
     "bonus_without_knobs": ["sampling_tokens"],
     "knobs_in_wrong_order": ["sampling_tokens"],
+    # a knob error of the first step, diluted in the token cases: the sequence case, where the knobs bite
+    "knobs_on_p_only": ["sampling_sequence"],
 }
-NEWEST = ["bonus_without_knobs", "knobs_in_wrong_order"]  # run by make test too
+NEWEST = ["bonus_without_knobs", "knobs_in_wrong_order", "knobs_on_p_only"]  # run by make test too
 TEST_KEY = bytes(range(32))  # a grading run's key (autograder/checks/hidden.py), fixed so a failure reproduces
 
 
@@ -58,7 +60,7 @@ def run_check(name: str, ns: dict) -> None:
         C.check_greedy_equivalence(dec)
     elif name == "rollback":
         C.check_rollback(dec)
-    elif name == "sampling_sequence":  # the sequence case (T = 1), as the verdict calls it, under a key
+    elif name == "sampling_sequence":  # the sequence case, as the verdict calls it, under a key
         from autograder.checks.stats import check_case
 
         with hidden.keyed(TEST_KEY):
@@ -97,37 +99,38 @@ def test_reference_passes_small_checks(ref):
 # the `catalog` audit's (tests/audit/test_catalog.py, which imports CAUGHT_BY and run_check from here).
 
 
-def test_knobs_are_drawn_from_their_ranges_under_a_key():
-    fixed = C.sampling_settings()
-    assert {name: v[1:] for name, v in fixed.items()} == C.SAMPLING_SETTINGS
-    ks = set()
-    for i in range(20):
-        with hidden.keyed(hidden.student_key(TEST_KEY, f"student {i}")):
-            ((shown, k, temp, top_k, top_p, n),) = C.sampling_settings().values()
-        assert 1 <= k <= 4 and (temp, top_k, top_p, n) == C.SAMPLING_SETTINGS[C.TARGETED][1:]
-        assert "drawn for this run" in shown
-        ks.add(k)
-    assert ks == {1, 2, 3, 4}
-    for name, (k_range, temps, top_ks, top_ps, _) in C.TOKEN_CASES.items():
+def test_knobs_are_drawn_from_their_ranges():
+    """Every decode's setting comes from its case's ranges: the token cases leave the knob out (None) for about
+    NO_KNOB_SHARE of decodes; the sequence case takes a top-k or a top-p, never neither."""
+    for name in [*C.TOKEN_CASES, C.SEQUENCE_CASE]:
+        k_range, temps, top_ks, top_ps, _ = C.TOKEN_CASES.get(name) or C.SEQUENCE_RANGES
         rng = np.random.default_rng(0)
-        drawn = np.array([[v or 0 for v in C.draw_setting(name, rng)] for _ in range(400)], dtype=float)
+        drawn = np.array([[np.nan if v is None else v for v in C.draw_setting(name, rng)] for _ in range(1000)])
         assert set(drawn[:, 0]) == set(range(k_range[0], k_range[1] + 1))
         assert temps[0] <= drawn[:, 1].min() < temps[0] + 0.1 and temps[1] - 0.1 < drawn[:, 1].max() <= temps[1]
+        cut_k, cut_p = ~np.isnan(drawn[:, 2]), ~np.isnan(drawn[:, 3])
+        assert not (cut_k & cut_p).any()
         if top_ks:
-            assert set(drawn[:, 2]) == set(range(top_ks[0], top_ks[1] + 1)) and not drawn[:, 3].any()
+            assert set(drawn[cut_k, 2]) == set(range(top_ks[0], top_ks[1] + 1))
+        if top_ps:
+            assert top_ps[0] <= drawn[cut_p, 3].min() < top_ps[0] + 0.05 and drawn[cut_p, 3].max() > top_ps[1] - 0.05
+        neither = (~cut_k & ~cut_p).mean()
+        if name == C.SEQUENCE_CASE:
+            assert neither == 0 and 0.45 < cut_k.mean() < 0.55
         else:
-            assert top_ps[0] <= drawn[:, 3].min() < top_ps[0] + 0.05 and drawn[:, 3].max() > top_ps[1] - 0.05
-            assert not drawn[:, 2].any()
+            assert abs(neither - C.NO_KNOB_SHARE) < 0.04 and not (cut_k if top_ps else cut_p).any()
 
 
 def test_token_cases_eps_holds_over_their_ranges_and_the_bounds_sum_to_the_cell():
-    """A token case's law is uniform at every setting: its eps is the eps over its range, <= EPS_TARGET; the
-    sequence case draws k only; the per-case false-failure bounds sum to <= ALPHA_CELL."""
+    """Every case's law is uniform at every setting: its eps is the eps over its range, <= EPS_TARGET for the token
+    cases and <= EPS_SEQUENCE for the sequence case; the per-case false-failure bounds sum to <= ALPHA_CELL."""
     from autograder.checks.stats import case_eps
 
     cases = C.sampling_cases()
     alpha = C.ALPHA_CELL / len(cases)
-    assert C.worst_case_eps(cases[0].name, cases[0].n, alpha) is None
+    sequence = cases[0]
+    assert C.SEQUENCE_CASE in sequence.name and len(sequence.law) == C.SEQUENCE_BINS ** 2
+    assert C.worst_case_eps(sequence.name, sequence.n, alpha) == case_eps(sequence, alpha) <= C.EPS_SEQUENCE
     for case in cases[1:]:
         eps = case_eps(case, alpha)
         assert C.worst_case_eps(case.name, case.n, alpha) == eps <= C.EPS_TARGET
@@ -231,25 +234,27 @@ def test_block_power_bound():
 
 
 @pytest.mark.parametrize("name", NEWEST)
-def test_the_newest_mutants_fail_the_token_cases_under_a_key(name):
-    """Issue 53: each new knob mutant fails the token cases, called as the verdict calls them, under a key (all
-    mutants against their checks: the catalog audit)."""
+def test_the_newest_mutants_fail_their_sampling_case_under_a_key(name):
+    """Issue 53: each new knob mutant fails the case CAUGHT_BY names, called as the verdict calls it, under a key
+    (all mutants against their checks: the catalog audit)."""
+    (check,) = CAUGHT_BY[name]
     with pytest.raises(AssertionError):
-        run_check("sampling_tokens", namespace(name))
+        run_check(check, namespace(name))
 
 
-def test_sampling_eps_target_with_the_smallest_n():
-    """Issue 14: eps <= 0.03 on the joint law of the first two tokens at T=1, k=2; 3 % fewer draws miss it."""
+def test_sampling_eps_targets_with_the_smallest_n():
+    """eps <= EPS_SEQUENCE on the sequence case's 16 outcomes and <= EPS_TARGET (issue 53: 0.03) on the token
+    cases' 8, with the early looks; 3 % fewer draws miss them (the n are the smallest, to 3 %)."""
     from autograder.checks import stats as S
 
     cases = C.sampling_cases()
     alpha = C.ALPHA_CELL / len(cases)
-    (case,) = [c for c in cases if c.name.endswith("T=1, k=2")]
-    assert case.eps == C.EPS_TARGET  # early passes designed for the target
-    assert S.case_eps(case, alpha) <= C.EPS_TARGET
-    fewer = int(case.n * 0.97)
-    looks = S.early_passes(fewer, case.eps)
-    assert S.eps_at_power(fewer, S.threshold(case.law, fewer, alpha), looks=looks) > C.EPS_TARGET
+    for case, target in zip(cases, [C.EPS_SEQUENCE] + [C.EPS_TARGET] * (len(cases) - 1)):
+        assert case.eps == target  # early passes designed for the target
+        assert S.case_eps(case, alpha) <= target
+        fewer = int(case.n * 0.97)
+        looks = S.early_passes(fewer, case.eps)
+        assert S.eps_at_power(fewer, S.threshold(case.law, fewer, alpha), looks=looks) > target
 
 
 def test_sampling_contracts_pass_the_reference_and_catch_global_rng(ref):
