@@ -1,6 +1,6 @@
 # speclab: two commands on a fresh machine, `make book` and `make test`.
 #
-# The set-up pins the CPU build of torch that lies on this course's build machines.
+# The set-up pins the CPU build of torch (from PyTorch's CPU index when it answers, TORCH_INDEX below).
 # On a machine with a GPU, install a CUDA build instead, e.g.
 #     make setup TORCH_SPEC='torch>=2.3'
 SHELL := /bin/bash
@@ -9,6 +9,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
+# PyTorch's own index of CPU wheels. On plain PyPI a Linux torch is a CUDA build of several GB, so the set-up
+# adds this index when it answers (pip then prefers its 2.13.0+cpu); the course's machines reach only their own
+# mirror, which holds the CPU build, and ask nothing else (no retries, no warnings). TORCH_INDEX= turns it off.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_INDEX_ARG = $(shell test -n '$(TORCH_INDEX)' && $(PYTHON) -c 'import urllib.request as u; u.urlopen("$(TORCH_INDEX)/torch/", timeout=5)' >/dev/null 2>&1 && echo '--extra-index-url $(TORCH_INDEX)')
 # jsonschema from 4.24 imports rfc3987-syntax, which builds its IRI parsers at import: 1.5 s of CPU in every
 # process that reads a notebook (nbformat imports jsonschema), and grading starts several per student
 # (python-jsonschema/jsonschema#1428). The set-up keeps the release before it; requirements.txt stays open.
@@ -36,7 +41,7 @@ help:
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-compile -r requirements.txt "$(TORCH_SPEC)" "$(SETUP_PINS)"
+	$(PY) -m pip install -q --no-compile $(TORCH_INDEX_ARG) -r requirements.txt "$(TORCH_SPEC)" "$(SETUP_PINS)"
 	@# Byte-compiled once here, on every core (pip compiles one file at a time): where PYTHONDONTWRITEBYTECODE
 	@# is set, as on the course's machines, nothing compiled later is kept. A few of torch's files are in
 	@# Python 3.12 syntax and do not compile; pip's own step skips them the same way.

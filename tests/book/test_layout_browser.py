@@ -36,3 +36,23 @@ def test_an_output_too_wide_for_the_column_is_caught(browser, html_root):
     }""")
     found = overflowing(page)
     assert len(found) == 1 and found[0].startswith("output:"), found
+
+
+PHONE = {"width": 390, "height": 844}  # a phone held upright (CSS pixels)
+
+
+def test_the_gpu_table_fits_a_phones_column(browser, html_root):
+    """Chapter 7's GPU table fits the article column of a phone whole, with no sideways scrolling (issue 51: it
+    was 616 px in a 366 px column); the page's widest table is measured too, to show the check can fail."""
+    page = offline_page(browser, **PHONE)
+    open_page(page, html_root / "book" / "07_machines.html")
+    widths = page.evaluate("""() => [...document.querySelectorAll('.bd-article table')].map(t =>
+        [t.scrollWidth, t.clientWidth, t.querySelector('tr').innerText.replace(/\\s+/g, ' ')])""")
+    (gpu,) = [w for w in widths if "measured (predicted)" in w[2]]
+    assert gpu[0] <= gpu[1], f"the GPU table is {gpu[0]} px wide in a {gpu[1]} px column"
+    page.evaluate("""() => { const t = [...document.querySelectorAll('.bd-article table')]
+        .find(t => t.innerText.includes('measured (predicted)'));
+        t.querySelector('td').textContent = 'x'.repeat(80); }""")
+    wide = page.evaluate("""() => { const t = [...document.querySelectorAll('.bd-article table')]
+        .find(t => t.innerText.includes('measured (predicted)')); return [t.scrollWidth, t.clientWidth]; }""")
+    assert wide[0] > wide[1]  # a cell made too long is seen
