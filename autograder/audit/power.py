@@ -38,11 +38,18 @@ Detection (power) of a mutant, in the part it breaks:
   token in every call (the classes those tests cover), is
   caught with probability 1, whatever the seed; membership of that class is observed on 2 fresh
   hidden tests of the mutant.
+* by a case with tail tests of its own (Lab 1's 32,000-token pair, autograder/checks/lab1_ranks.py: the case
+  provides false_failure and power_from_outcomes): 2 fresh hidden tests, a Clopper-Pearson interval for the
+  probability of each tail set, and the exact binomial probability of the most powerful test at its worse end.
 The mutant's detection probability is the largest lower bound over its part's cells
 (the search stops at the first cell or case that reaches 0.999). The mutants are judged under a
 key drawn for the report, as a grading run draws one (autograder/checks/hidden.py): seeds and
 relabelled pairs the mutants cannot know in advance. The case table and the false-failure bounds
 hold for every key (a relabelling changes no design figure).
+
+A lab may add `class_power()`: for a class of wrong implementations (Lab 1: samplers that cut a distribution to
+its top m entries, every m), the least power over its members at total variation >= a stated eps, computed from
+their exact laws; the report prints it and the command exits 1 when one is below 0.999.
 
 What a lab provides: `autograder.checks.<lab>` with CELLS (CellSpec list: a deterministic cell's
 `note` says why a correct implementation cannot fail it, and `randomised=True` marks a deterministic
@@ -159,10 +166,17 @@ def case_power(case: ExactnessCase, alpha_case: float, fn, seed: int, draws: int
         return power_from_blocks(case, alpha_case, blocks)
     outcomes = np.concatenate(outcomes)
     LAST_TV[0] = 0.5 * float(np.abs(np.bincount(outcomes, minlength=len(case.law)) / len(outcomes) - case.law).sum())
+    if hasattr(case, "power_from_outcomes"):  # a case with tests of its own (lab1_ranks.RankCase)
+        return case.power_from_outcomes(alpha_case, outcomes, CONF_FAIL)
     return power_from_outcomes(case, alpha_case, outcomes, CONF_FAIL)
 
 
 LAST_TV = [float("nan")]  # TV between the last case_power's fresh draws and the exact law (noise included)
+
+
+def _eps(case, alpha_case: float) -> float | None:
+    """A distance test's eps over every law; a case with tests of its own states its eps over a class (`class_eps`)."""
+    return getattr(case, "class_eps", None) if hasattr(case, "false_failure") else case_eps(case, alpha_case)
 
 
 def committed_report(lab: str) -> dict:
@@ -189,10 +203,11 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, ma
         else:
             cases = cell.cases()
             alpha_case = checks.ALPHA_CELL / len(cases)
-            bounds = {c.name: case_false_failure_bound(c, alpha_case) for c in cases}
+            bounds = {c.name: c.false_failure(alpha_case) if hasattr(c, "false_failure")
+                      else case_false_failure_bound(c, alpha_case) for c in cases}
             worst = getattr(checks, "worst_case_eps", lambda name, n, alpha: None)  # knobs drawn per run
             table = [{"case": c.name, "n": c.n, "outcomes": len(c.law), "guarantee": c.guarantee,
-                      "eps": None if skip_eps else case_eps(c, alpha_case), "false_failure": bounds[c.name],
+                      "eps": None if skip_eps else _eps(c, alpha_case), "false_failure": bounds[c.name],
                       "eps_over_range": None if skip_eps else worst(c.name, c.n, alpha_case)}
                      for c in tqdm(cases, desc=f"eps of {cell.grade_id}", file=sys.stderr, leave=False)]
             from autograder.checks.independence import ALPHA_LAGS, ALPHA_PAIRS
@@ -203,6 +218,8 @@ def lab_power(lab: str, draws_scale: int = 10, only: list[str] | None = None, ma
                          n={c.name: c.n for c in cases}, table=table)
         report["cells"].append(entry)
 
+    if hasattr(checks, "class_power"):
+        report["classes"] = checks.class_power()
     key = hidden.new_key()  # the instance the mutants meet: unknown to them, as in a grading run
     for m in tqdm([m for m in catalog if only is None or m.name in only], desc="mutants", file=sys.stderr):
         with hidden.keyed(key):
@@ -234,7 +251,7 @@ def _mutant_power(lab: str, checks, m: Mutant, caps: dict, draws_scale: int, max
         cases = cell.cases()
         alpha_case = checks.ALPHA_CELL / len(cases)
         for i, case in enumerate(cases):
-            whole = case.batched or case.stream
+            whole = case.batched or case.stream or hasattr(case, "power_from_outcomes")
             chunk = case.n if whole else getattr(case.draw, "block", 1)
             # a batched (or stream) case is drawn in whole hidden tests: at most 2 of them
             cap = max(max_draws, caps.get(m.name, 0))
@@ -242,7 +259,7 @@ def _mutant_power(lab: str, checks, m: Mutant, caps: dict, draws_scale: int, max
             power = case_power(case, alpha_case, args[0], seed=1000 + i, draws=draws, chunk=chunk)
             if power > best:
                 best, via = power, f"{cell.grade_id}: {case.name}"
-                seen_tv = (LAST_TV[0], case_eps(case, alpha_case))
+                seen_tv = (LAST_TV[0], _eps(case, alpha_case))
             if best >= TARGET:
                 break
         if best >= TARGET:
@@ -295,6 +312,15 @@ def print_report(report: dict) -> None:
         parts[c["part"]] = parts.get(c["part"], 0) + c["points"]
     print("points per part: " + ", ".join(f"part {k}: {v}" for k, v in sorted(parts.items()))
           + f" (total {sum(parts.values())})")
+    for c in report.get("classes", []):
+        print(f"\n{c['case']} and {c['coupling']}: every sampler of the class below at total variation >= "
+              f"{c['eps']} from p fails with probability >= the least power (exact binomial tails, every m)")
+        for family, f in c["families"].items():
+            at = f"at m = {f['at']['m']} (TV {f['at']['tv']:.4f})" if f["at"] else "no member"
+            flag = "" if f["least_power"] is None or f["least_power"] >= TARGET else "   <-- BELOW 0.999"
+            least = "-" if f["least_power"] is None else f"{f['least_power']:.6f}"
+            print(f"  {family:9s} {f['members']:>6d} members, least power {least} {at}{flag}")
+            print(f"  {'':9s} {f['doc']}")
     print("\nMutants: probability that the hidden tests of the broken part catch each one (lower bound)")
     for m in report["mutants"]:
         flag = "" if m["detection"] >= TARGET or _timing_only(m) else "   <-- BELOW 0.999"
@@ -324,7 +350,9 @@ def main(argv: list[str]) -> int:
     print_report(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
-    return 0 if all(m["detection"] >= TARGET or _timing_only(m) for m in report["mutants"]) else 1
+    classes_ok = all(f["least_power"] is None or f["least_power"] >= TARGET
+                     for c in report.get("classes", []) for f in c["families"].values())
+    return 0 if classes_ok and all(m["detection"] >= TARGET or _timing_only(m) for m in report["mutants"]) else 1
 
 
 if __name__ == "__main__":

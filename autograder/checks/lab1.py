@@ -2,7 +2,9 @@
 
 Notation: see the `speclab` package docstring. A correct implementation's outputs follow exact laws that
 are computed here by enumeration; samplers are compared with them by
-`autograder.checks.stats` (a total-variation distance test with a stated eps, union bound). Every statistical
+`autograder.checks.stats` (a total-variation distance test with a stated eps, union bound), and on a vocabulary
+of real-model size (32,000 tokens) by the mass they put on tokens of low rank (`autograder.checks.lab1_ranks`,
+exact binomial tails, power stated within the class of samplers that cut a distribution short). Every statistical
 test cell has a false-failure probability <= ALPHA_CELL = 1e-6 for a correct
 implementation, whatever the seed. Each cell's seed is in its `CellSpec`: fixed outside a grading
 run, drawn from the run's key inside one (autograder/checks/hidden.py).
@@ -19,7 +21,7 @@ import numpy as np
 
 from speclab import speedtest
 
-from . import CellSpec, defer_to_grader, spec_of, under
+from . import CellSpec, defer_to_grader, lab1_ranks, spec_of, under
 from .alone import alone
 from .calls import call_each
 # the designs, some re-exported for the power audit and the tests (autograder.checks.lab1.pairs, ...)
@@ -30,7 +32,8 @@ from .lab1_rules import (R_ACCEPT, R_ALPHA, R_ALPHA_REFUSE, R_BATCH_COUPLING, R_
                          R_BATCH_SPEED, R_BLOCK_LAW, R_BLOCK_REFUSE, R_BLOCK_RNG, R_BLOCK_SHAPE, R_NEVER_DRAFTED,
                          R_NO_RESIDUAL, R_RESIDUAL, R_SAMPLER_COUPLING, R_SAMPLER_LAW, R_SAMPLER_REFUSE,
                          R_SAMPLER_RNG, R_VALIDATE)
-from .stats import ExactnessCase, check_case
+from .lab1_ranks import RankCase
+from .stats import ExactnessCase, case_false_failure_bound, check_case
 
 ALPHA_CELL = 1e-6  # false-failure budget of one statistical test cell
 TOL = 1e-9  # tolerance of deterministic values
@@ -135,6 +138,33 @@ def check_input_validation(acceptance_prob: Callable, residual_distribution: Cal
 # ----------------------------------------------------------------------------- part 2
 
 
+def run_case(case: ExactnessCase | RankCase, fn: Callable, rng: np.random.Generator, alpha: float) -> int:
+    """One statistical case, at its false-failure budget alpha: a distance test (stats.check_case) or the tail
+    tests of the 32,000-token pair (lab1_ranks.RankCase)."""
+    return case.check(fn, rng, alpha) if isinstance(case, RankCase) else check_case(case, fn, rng, alpha)
+
+
+def false_failure(case: ExactnessCase | RankCase, alpha: float) -> float:
+    """Bound on P(a correct implementation fails the case) at its budget alpha (what the power report prints)."""
+    return case.false_failure(alpha) if isinstance(case, RankCase) else case_false_failure_bound(case, alpha)
+
+
+def class_power() -> list[dict]:
+    """The power report's class table (`autograder.audit.power`): for each sampler's 32,000-token cases, the least
+    power over every member of the class of samplers that cut a distribution to its top m entries
+    (lab1_ranks.class_power), and the shares of the pair's mass outside the top 32, 256 and 1024 entries."""
+    p, q = lab1_ranks.big_pair()
+    shares = {name: [round(1 - float(np.sort(w)[::-1][:m].sum()), 4) for m in lab1_ranks.RANK_CUTS]
+              for name, w in (("p", p), ("q", q), ("r", lab1_ranks.residual(p, q)))}
+    out = []
+    for grade_id, cases in (("test_sampler_exactness", sampler_cases()), ("test_batch_exactness", batch_cases())):
+        law, coupled = [c for c in cases if isinstance(c, RankCase)]
+        out.append({"cell": grade_id, "case": law.name, "coupling": coupled.name, "eps": lab1_ranks.CLASS_EPS,
+                    "mass_outside_top": {"ranks": list(lab1_ranks.RANK_CUTS), **shares},
+                    "families": lab1_ranks.class_power(law, coupled, ALPHA_CELL / len(cases))})
+    return out
+
+
 def _check_cases(cases: list[ExactnessCase], fn: Callable, seed: int) -> None:
     rng = np.random.default_rng(seed)
     for case in cases:
@@ -204,10 +234,10 @@ def check_sampler(speculative_sample: Callable) -> None:
     rng = np.random.default_rng(_seed("test_sampler_exactness"))
     with under(R_SAMPLER_LAW):
         for case in law:
-            check_case(case, speculative_sample, rng, alpha)
+            run_case(case, speculative_sample, rng, alpha)
     with under(R_SAMPLER_COUPLING):
         for case in coupled:
-            check_case(case, speculative_sample, rng, alpha)
+            run_case(case, speculative_sample, rng, alpha)
 
 
 # ----------------------------------------------------------------------------- part 3
@@ -319,10 +349,10 @@ def check_batch_exactness(speculative_sample_batch: Callable) -> None:
     rng = np.random.default_rng(_seed("test_batch_exactness"))
     with under(R_BATCH_LAW):
         for case in law:
-            check_case(case, speculative_sample_batch, rng, alpha)
+            run_case(case, speculative_sample_batch, rng, alpha)
     with under(R_BATCH_COUPLING):
         for case in coupled:
-            check_case(case, speculative_sample_batch, rng, alpha)
+            run_case(case, speculative_sample_batch, rng, alpha)
 
 
 SPEED_OUTPUT_ALPHA = 1e-4  # false-failure probability of the law check of ONE timed call's output

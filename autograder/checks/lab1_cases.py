@@ -17,6 +17,7 @@ import numpy as np
 from . import hidden
 from .calls import call_each
 from .independence import check_lags, check_row_pairs, sharing_caught
+from .lab1_ranks import ACCEPTED, RankCase, coupled_case, keyed_pair, law_case
 from .stats import ExactnessCase, early_passes
 
 
@@ -112,6 +113,18 @@ N_BATCH_COUPLING = {"reversed": 295800, "low acceptance, zeros in p and q": 2937
                     "p == q": 248400, "temperature 0.7, top-3 p, top-p 0.9 q": 292800}
 
 N_BLOCK = {1: 32400, 3: 54000, 5: 8000}
+
+# The 32,000-token pair (autograder/checks/lab1_ranks.py): outcomes per case, law and coupling, for both samplers.
+# The smallest round sizes at which every member of the class of rank-truncated samplers at total variation
+# >= lab1_ranks.CLASS_EPS is caught with probability >= 0.999 (the power report's class table; checked by
+# tests/autograder/checks/test_lab1_ranks.py).
+BIG = "32,000-token vocabulary"
+N_BIG = {"law": 9000, "coupling": 2000}
+BIG_CHUNK = 250  # rows per call of the batch sampler on 32,000 tokens (memory: 64 MB per array of the call)
+# Calls per round trip on 32,000 tokens. In the grader's verdict a batch of calls reaches the sandbox as one
+# message, and the harness holds every call's own copy of p and q (or of its rows) at once: 400 one-position
+# calls hold 200 MB, 4 batch calls 512 MB, well inside a student's 4 GB. All 10 000 calls at once held 5 GB.
+BIG_CALLS = {"one": 400, "batch": 4}
 
 BATCH_CHUNK = 20000  # rows per call of the batch sampler (memory on the 1000-token vocabulary)
 
@@ -238,7 +251,73 @@ def _draw_coupled(p: np.ndarray, q: np.ndarray) -> Callable:
         return drafts * vocab + out
     return draw
 
-def sampler_cases() -> list[ExactnessCase]:
+def _rejected_or_accepted(tokens: np.ndarray, drafts: np.ndarray) -> np.ndarray:
+    """The coupling case's outcome (lab1_ranks): ACCEPTED where the sampler returned the grader's draft, else the
+    token it returned."""
+    return np.where(tokens == drafts, ACCEPTED, tokens)
+
+def _in_trips(call: Callable[[list[tuple]], list], calls: list[tuple], size: int) -> list:
+    """call(calls) in round trips of at most `size` calls (BIG_CALLS), results in order."""
+    return [y for start in range(0, len(calls), size) for y in call(calls[start:start + size])]
+
+def _draw_big_scalar(p: np.ndarray, q: np.ndarray) -> Callable:
+    """Outcome = the token of one call of speculative_sample(p, q, rng) on the 32,000-token pair."""
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.array([_token_of(y, len(p), "speculative_sample(p, q, rng)")
+                         for y in _in_trips(lambda c: call_each(fn, c), [(p, q, rng)] * n, BIG_CALLS["one"])],
+                        dtype=np.int64)
+    return draw
+
+def _draw_big_coupled(p: np.ndarray, q: np.ndarray) -> Callable:
+    """Outcome = accepted, or the token speculative_sample(p, q, rng, x) returned for the grader's draft x ~ q."""
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        drafts = grader_drafts(q, rng, n)
+        where = "speculative_sample(p, q, rng, draft)"
+        results = _in_trips(lambda c: _given_drafts(fn, c, where), [(p, q, rng, int(x)) for x in drafts],
+                            BIG_CALLS["one"])
+        return _rejected_or_accepted(np.array([_token_of(y, len(p), where) for y in results], dtype=np.int64),
+                                     drafts)
+    return draw
+
+def _big_batches(fn: Callable, p: np.ndarray, q: np.ndarray, rng: np.random.Generator, n: int,
+                 drafts: np.ndarray | None = None) -> np.ndarray:
+    """n rows, copies of (p, q), in calls of at most BIG_CHUNK rows (read-only views, as _draw_batch)."""
+    vocab = len(p)
+    starts = range(0, n, BIG_CHUNK)
+    calls = [(np.broadcast_to(p, (m, vocab)), np.broadcast_to(q, (m, vocab)), rng)
+             + (() if drafts is None else (drafts[a:a + m],)) for a in starts for m in [min(BIG_CHUNK, n - a)]]
+    where = "speculative_sample_batch(p, q, rng" + (")" if drafts is None else ", drafts)")
+    outs = _in_trips((lambda c: call_each(fn, c)) if drafts is None else (lambda c: _given_drafts(fn, c, where)),
+                     calls, BIG_CALLS["batch"])
+    tokens = np.concatenate([batch_result(out, min(BIG_CHUNK, n - a)) for out, a in zip(outs, starts)])
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
+        raise AssertionError(f"{where} returned a token outside [0, {vocab})")
+    return tokens
+
+def _draw_big_batch(p: np.ndarray, q: np.ndarray) -> Callable:
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        return _big_batches(fn, p, q, rng, n)
+    return draw
+
+def _draw_big_batch_coupled(p: np.ndarray, q: np.ndarray) -> Callable:
+    def draw(fn: Callable, rng: np.random.Generator, n: int) -> np.ndarray:
+        drafts = grader_drafts(q, rng, n)
+        return _rejected_or_accepted(_big_batches(fn, p, q, rng, n, drafts), drafts)
+    return draw
+
+def big_cases(batched: bool) -> tuple[RankCase, RankCase]:
+    """(law case, coupling case) of one sampler on the 32,000-token pair, relabelled under a grading run's key."""
+    p, q = keyed_pair()
+    if batched:
+        return (law_case(f"speculative_sample_batch on {N_BIG['law']} copies of the {BIG} pair", N_BIG["law"],
+                         _draw_big_batch(p, q), batched=True),
+                coupled_case(f"{COUPLING} speculative_sample_batch on {N_BIG['coupling']} copies of the {BIG} pair",
+                             N_BIG["coupling"], _draw_big_batch_coupled(p, q), batched=True))
+    return (law_case(f"speculative_sample on the {BIG} pair", N_BIG["law"], _draw_big_scalar(p, q)),
+            coupled_case(f"{COUPLING} speculative_sample on the {BIG} pair", N_BIG["coupling"],
+                         _draw_big_coupled(p, q)))
+
+def sampler_cases() -> list[ExactnessCase | RankCase]:
     """The law cases on the pairs as written (their sizes and their power against mistakes that depend on the
     order of the tokens were designed on them); the coupling cases on the pairs relabelled by the grading run's
     key (`pairs`), which a sampler exact only on the written pairs cannot pass."""
@@ -255,7 +334,8 @@ def sampler_cases() -> list[ExactnessCase]:
                                     labels=coupling_labels(len(all_pairs[name][0])), guarantee=COUPLING_GUARANTEE,
                                     eps=_design_eps("sampler coupling", name), follows=COUPLING_FOLLOWS)
                       for name, n in N_SAMPLER_COUPLING.items()]
-    return law_cases + coupling_cases
+    big_law, big_coupling = big_cases(batched=False)
+    return law_cases + [big_law] + coupling_cases + [big_coupling]
 
 @dataclass(frozen=True)
 class Bigram:
@@ -429,7 +509,7 @@ def _draw_batch_different(fn: Callable, rng: np.random.Generator, n: int) -> np.
     roles = inverse[np.arange(2 * n), tokens]
     return roles[0::2] * vocab + roles[1::2]
 
-def batch_cases() -> list[ExactnessCase]:
+def batch_cases() -> list[ExactnessCase | RankCase]:
     """As sampler_cases: law cases on the pairs as written, coupling cases on the relabelled pairs."""
     all_pairs = fixed_pairs()
     relabelled = pairs(all_pairs)
@@ -450,9 +530,11 @@ def batch_cases() -> list[ExactnessCase]:
                                law, N_BATCH_DIFFERENT, _draw_batch_different, labels=labels, batched=True,
                                guarantee="the joint law of two neighbouring rows (permutation-invariant roles)",
                                eps=_design_eps("batch", "different")))
+    big_law, big_coupling = big_cases(batched=True)
+    cases.append(big_law)
     cases += [ExactnessCase(f"{COUPLING} speculative_sample_batch on {n} copies of pair '{name}'",
                             coupling_law(*relabelled[name]), n, _draw_batch_coupled(*relabelled[name]), batched=True,
                             labels=coupling_labels(len(all_pairs[name][0])), guarantee=COUPLING_GUARANTEE,
                             eps=_design_eps("batch coupling", name), follows=COUPLING_FOLLOWS)
               for name, n in N_BATCH_COUPLING.items()]
-    return cases
+    return cases + [big_coupling]

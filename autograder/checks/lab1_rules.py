@@ -9,7 +9,8 @@ from __future__ import annotations
 from speclab import speedtest
 
 from . import Rule
-from .lab1_cases import PAIR_ROWS
+from .lab1_cases import BIG_CHUNK, PAIR_ROWS
+from .lab1_ranks import VOCAB
 
 R_ACCEPT = Rule("acceptance value", "`acceptance_prob(p, q, x)` returns min(1, p[x] / q[x]) as one number "
                 "(within 1e-9), for every token x with q[x] > 0.")
@@ -32,12 +33,16 @@ R_SAMPLER_REFUSE = Rule("sampler refuses", "`speculative_sample` raises `ValueEr
                         "probability vector or their lengths differ.")
 R_SAMPLER_LAW = Rule("sampler law", "`speculative_sample(p, q, rng)` (drafting its own token from q) returns a "
                      "token (an integer in [0, V)) that follows p exactly, on every pair: a one-hot p, a draft "
-                     "close to the target, a 1000-token vocabulary, ...; successive calls are independent (tested "
+                     f"close to the target, a 1000-token vocabulary, and a vocabulary of real-model size ({VOCAB:,} "
+                     "tokens, where the grader counts how often your tokens fall beyond the top 32, 256, 1024, ... "
+                     "entries of p, q and the residual: a sampler that keeps only a distribution's largest entries, "
+                     "or drops entries below a threshold, fails there); successive calls are independent (tested "
                      "on one stream of 66,000 calls: draws that repeat at any distance fail).")
 R_SAMPLER_COUPLING = Rule("sampler coupling", "`speculative_sample(p, q, rng, draft)`, given the draft model's token "
                           "`draft` = x drawn from q, runs the algorithm on that x: it emits x with probability "
                           "min(1, p[x] / q[x]) and otherwise a draw from the residual, so the pair (x, emitted token) "
-                          "follows that joint law exactly, on every pair: p = q, disjoint supports, zeros in q, ...")
+                          "follows that joint law exactly, on every pair: p = q, disjoint supports, zeros in q, "
+                          f"{VOCAB:,} tokens, ...")
 R_BLOCK_RNG = Rule("block rng", "`verify_block` takes every random number from `rng`: generators seeded alike "
                    "give the same output, and the global `np.random` state is never touched.")
 R_BLOCK_REFUSE = Rule("block refuses", "`verify_block` raises `ValueError` when k = 0, when a drafted token is "
@@ -56,13 +61,16 @@ R_ALPHA_REFUSE = Rule("alpha refuses", "`estimate_alpha` raises `ValueError` for
 R_BATCH_RNG = Rule("batch rng", "`speculative_sample_batch` takes every random number from `rng`: generators "
                    "seeded alike give the same tokens, and the global `np.random` state is never touched.")
 R_BATCH_LAW = Rule("batch law", "`speculative_sample_batch(p, q, rng)` (drafting its own tokens) returns B "
-                   "integer tokens, row b following p[b] exactly and independently of every other row, near or far: "
+                   "integer tokens, row b following p[b] exactly and independently of every other row, near or far, "
+                   f"on vocabularies up to real-model size ({VOCAB:,} tokens, in calls of {BIG_CHUNK} rows: a "
+                   "sampler that keeps only a distribution's largest entries, or drops entries below a threshold, "
+                   "fails there); "
                    f"the grader compares every two of {PAIR_ROWS} identical rows over repeated calls, so rows that reuse "
                    "another row's random numbers fail, whichever rows they pair.")
 R_BATCH_COUPLING = Rule("batch coupling", "`speculative_sample_batch(p, q, rng, drafts)`, given one drafted token "
                         "per row (`drafts[b]` drawn from q[b]), emits drafts[b] with probability "
                         "min(1, p[b, x] / q[b, x]) and otherwise a draw from row b's residual: the pair (draft, "
-                        "emitted token) of every row follows that joint law exactly.")
+                        f"emitted token) of every row follows that joint law exactly, on up to {VOCAB:,} tokens.")
 R_BATCH_SPEED = Rule("batch speed", f"`speculative_sample_batch` is at least {speedtest.BATCH_BAR:.0f} times "
                      f"faster per row than `speclab.speedtest.draws_loop` (a Python loop making only the two "
                      f"random draws of a one-position sampler), timed by the grader with "

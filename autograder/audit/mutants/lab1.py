@@ -487,4 +487,47 @@ MUTANTS: list[Mutant] = catalog("lab1", [
 -    return out
 +    return inverse_cdf(p)
 """),
+    # ------------------------------------------------------------------------- cut short on a large vocabulary
+    # (issue 53): exact on every pair of at most 32 tokens, wrong where real models live
+    Mutant("sampler_residual_top_entries", 2, "speculative_sample",
+           "After a rejection, draws from the residual's 32 largest entries only (renormalised): exact on every "
+           "vocabulary of at most 32 tokens.", """
+-    return sample_from(residual_distribution(p, q), rng)
++    resid = residual_distribution(p, q)
++    top = np.argpartition(resid, -32)[-32:] if resid.size > 32 else np.arange(resid.size)  # its top 32 only
++    return int(top[sample_from(resid[top] / resid[top].sum(), rng)])
+"""),
+    Mutant("sampler_draft_top_entries", 2, "speculative_sample",
+           "Draws its draft from q's 256 largest entries only (renormalised) and tests it with the full q: exact "
+           "on every vocabulary of at most 256 tokens.", """
+-    x = sample_from(q, rng) if draft is None else draft
++    top = np.argpartition(q, -256)[-256:] if q.size > 256 else np.arange(q.size)  # the draft from q's top 256
++    x = int(top[sample_from(q[top] / q[top].sum(), rng)]) if draft is None else draft
+"""),
+    Mutant("sampler_threshold", 2, "speculative_sample",
+           "Drops every entry of p and q below 1e-5 (renormalised) before sampling: exact wherever no entry is that "
+           "small, and it samples the thresholded target.", CHECK_BEFORE_DRAFT + """+    p, q = np.where(p >= 1e-5, p, 0.0), np.where(q >= 1e-5, q, 0.0)  # entries below 1e-5 dropped
++    p, q = p / p.sum(), q / q.sum()
+"""),
+    Mutant("sampler_top_k_before_test", 2, "speculative_sample",
+           "Keeps the 50 largest entries of p and of q (a top-k, renormalised) before the test: exact on every "
+           "vocabulary of at most 50 tokens, and it samples the target's top 50.", CHECK_BEFORE_DRAFT + """+    p = np.where(p >= np.partition(p, -50)[-50], p, 0.0) if p.size > 50 else p  # the 50 largest (ties kept)
++    q = np.where(q >= np.partition(q, -50)[-50], q, 0.0) if q.size > 50 else q
++    p, q = p / p.sum(), q / q.sum()
+"""),
+    Mutant("batch_residual_top_entries", 5, "speculative_sample_batch",
+           "After a rejection, draws from each row's 32 largest residual entries only: exact on every vocabulary of "
+           "at most 32 tokens.", """
+-        resid = np.maximum(p[rejected] - q[rejected], 0.0)  # each rejected row has residual mass > 0
++        resid = np.maximum(p[rejected] - q[rejected], 0.0)
++        if vocab > 32:  # each row's 32 largest entries only
++            resid = np.where(resid >= np.partition(resid, -32, axis=1)[:, -32:-31], resid, 0.0)
+"""),
+    Mutant("batch_threshold", 5, "speculative_sample_batch",
+           "Drops every entry of p and q below 1e-5 (each row renormalised) before sampling.", """
+-    batch, vocab = p.shape
++    batch, vocab = p.shape
++    p, q = np.where(p >= 1e-5, p, 0.0), np.where(q >= 1e-5, q, 0.0)  # entries below 1e-5 dropped
++    p, q = p / p.sum(axis=1, keepdims=True), q / q.sum(axis=1, keepdims=True)
+"""),
 ])

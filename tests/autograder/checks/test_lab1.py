@@ -18,7 +18,7 @@ from speclab import speedtest
 from autograder.authoring import labs, reference as reference_solution
 from autograder.checks import hidden, lab1 as L, timing
 from autograder.checks import stats as S
-from autograder.checks.stats import ExactnessCase, ExactnessFailure, case_false_failure_bound, check_case
+from autograder.checks.stats import ExactnessCase, ExactnessFailure, check_case
 from autograder.audit.mutants import make_submission, namespace, strip_markers
 from autograder.audit.mutants.lab1 import MUTANTS
 
@@ -265,7 +265,7 @@ def test_statistical_cells_within_false_failure_budget():
     for cell in L.CELLS:
         if cell.cases is not None:
             cases = cell.cases()
-            total = sum(case_false_failure_bound(c, L.ALPHA_CELL / len(cases)) for c in cases)
+            total = sum(L.false_failure(c, L.ALPHA_CELL / len(cases)) for c in cases)
             assert total <= L.ALPHA_CELL * (1 + 1e-9), cell.grade_id  # each case gets ALPHA_CELL / cases: float rounding
 
 
