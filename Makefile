@@ -137,9 +137,10 @@ gradescope: setup
 	@test -n "$(LAB)" || { echo "usage: make gradescope LAB=lab1 [VISIBILITY=visible|after_published|after_due_date|hidden]"; exit 2; }
 	$(PY) -m autograder gradescope "$(LAB)" --visibility "$(VISIBILITY)"
 
-# The student edition: released notebooks, the speclab package, a README; checked for leaks before it is written.
-student-release: setup
-	$(PY) -m autograder student-release
+# The student edition: released notebooks, the speclab package, the book's PDF, a README; checked for leaks
+# before it is written.
+student-release: pdf
+	$(PY) -m autograder student-release --book "$(PDF)"
 
 # GPU tier (issues 20, 21): see benchmarks/gpu/README.md. Runs with the machine's own python3 and
 # torch (a CUDA build), not .venv; STAGE=train|train-target|train-draft|report splits it.

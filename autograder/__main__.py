@@ -3,7 +3,7 @@
 - `speclab-grade LAB SUBMISSIONS [options]` (installed with the package; the same as
   `python -m autograder grade ...`): grade a class, from any folder;
 - `python -m autograder gradescope LAB [--zip F]`: a Gradescope autograder zip for one lab;
-- `python -m autograder student-release [--dest DIR]`: the student edition (folder + zip);
+- `python -m autograder student-release [--dest DIR] [--book PDF]`: the student edition (folder + zip);
 - `python -m autograder clean OUT`: remove what a stopped run left behind (pipeline/cleanup.py).
 
 The environment variables the grader honours (SPECLAB_COURSE, SPECLAB_SANDBOX, SPECLAB_BWRAP) are read
@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     sr = sub.add_parser("student-release", help="write the student edition (folder and zip)")
     sr.add_argument("--course", type=Path, default=None)
     sr.add_argument("--dest", type=Path, default=None, help="default COURSE/dist/student (+ .zip beside it)")
+    sr.add_argument("--book", type=Path, default=None,
+                    help="the book's PDF to carry (default: the one `make pdf` writes, COURSE/_build/html/speclab.pdf)")
     a = ap.parse_args(argv)
     if a.command == "grade":
         return _grade(a)
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     from .export.student_release import build_release
 
     course = _course(a.course)
-    folder, archive = build_release(course, a.dest or course / "dist" / "student")
+    folder, archive = build_release(course, a.dest or course / "dist" / "student", a.book)
     print(f"student edition: {folder} and {archive}")
     return 0
 

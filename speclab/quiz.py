@@ -186,9 +186,31 @@ class Numeric:
         return _tidy(centre - 0.5 * u), _tidy(centre + 0.5 * u)
 
     @property
+    def short(self) -> list[tuple[str, tuple[float, float]]]:
+        """The answer written with fewer figures than asked, as a reader may type it, and the range of rounded
+        entries that match it, for each number of figures below ``sig`` whose range is not already taken by
+        the right answer or a listed wrong value (none for a whole-number answer)."""
+        if self.whole:
+            return []
+        taken = [self.accepted_range] + [self.wrong_range(v) for v, _ in self.wrong]
+        out = []
+        for figures in range(self.sig - 1, 0, -1):
+            typed = format_sig(self.answer, figures)
+            lo, hi = self.wrong_range(float(typed))
+            if all(hi <= t_lo or t_hi <= lo for t_lo, t_hi in taken):
+                out.append((typed, (lo, hi)))
+                taken.append((lo, hi))
+        return out
+
+    @property
+    def short_feedback(self) -> str:
+        return (f"Give {self.sig} significant figures: your entry has fewer, or is the answer rounded to fewer. "
+                f"Try again with more digits.")
+
+    @property
     def miss(self) -> str:
         """A plainly wrong entry (none of the listed answers), for the tests' "not quite" case."""
-        ranges = [self.accepted_range] + [self.wrong_range(v) for v, _ in self.wrong]
+        ranges = [self.accepted_range] + [self.wrong_range(v) for v, _ in self.wrong] + [r for _, r in self.short]
         candidate = abs(float(self.answer)) * 1.37 + 1.3
         while any(lo <= round_sig(candidate, self.sig) < hi for lo, hi in ranges):
             candidate = candidate * 1.37 + 1.3
@@ -220,6 +242,9 @@ def to_jupyterquiz(questions: Sequence[MultipleChoice | Numeric]) -> list[dict]:
             for value, why in q.wrong:
                 answers.append({"type": "range", "range": list(q.wrong_range(value)), "correct": False,
                                 "feedback": why})
+            for _, short_range in q.short:
+                answers.append({"type": "range", "range": list(short_range), "correct": False,
+                                "feedback": q.short_feedback})
             answers.append({"type": "default", "feedback": NOT_QUITE})
             out.append({"question": q.prompt, "type": "numeric", "precision": q.sig, "answers": answers})
         else:
@@ -237,7 +262,8 @@ def answer_key(questions: Sequence[MultipleChoice | Numeric]) -> list[dict]:
                         "wrong": [c.why for c in q.choices if not c.correct]})
         else:
             key.append({"type": "numeric", "typed": [q.shown, f"{float(q.answer):.10g}"],
-                        "wrong": [format_sig(v, q.sig) for v, _ in q.wrong], "miss": q.miss})
+                        "wrong": [format_sig(v, q.sig) for v, _ in q.wrong], "miss": q.miss,
+                        "short": [typed for typed, _ in q.short], "short_feedback": q.short_feedback})
     return key
 
 

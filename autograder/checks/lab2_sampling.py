@@ -175,6 +175,23 @@ def _ranges(name: str) -> str:
     return f"{knob}, T {temps[0]:g} to {temps[1]:g}, k {ks[0]} to {ks[1]}"
 
 
+def _group_pits(fn, rng, name: str, decodes: int, new: int, shown: str, t, first: int | None = None):
+    """The randomised PITs of the tokens of `decodes` decodes of `new` tokens each (of the first `first` of each
+    decode when given), each decode at its own setting of case `name`, CHECKED_EVERY decodes at a time: checked
+    as they come, so an impossible token fails early. One toy pair serves each group (building it costs as much
+    as a decode)."""
+    for start in range(0, decodes, CHECKED_EVERY):
+        settings = [draw_setting(name, rng) for _ in range(min(CHECKED_EVERY, decodes - start))]
+        pair = toy_pair(0)
+        tokens = np.concatenate([
+            _decode_all(fn, rng, 1, new, k, temp, top_k, top_p,
+                        f"{shown}: T={temp:g}, top-k={top_k}, top-p={top_p}, k={k}", pair)
+            for k, temp, top_k, top_p in settings])
+        if first is not None:
+            tokens = tokens[:, :first]
+        yield token_pits(t, tokens, [s[1:] for s in settings], rng, shown)
+
+
 def token_case(name: str) -> ExactnessCase:
     """The token case `name` of TOKEN_CASES: PIT bins of every token of its decodes, each decode at its own
     setting (so decodes are independent, and so are the settings they meet)."""
@@ -184,16 +201,8 @@ def token_case(name: str) -> ExactnessCase:
 
     def draw(fn, rng, n):
         decodes = -(-n // TOKEN_NEW)  # whole decodes; the last one's extra tokens are not used
-        bins = []
-        for start in range(0, decodes, CHECKED_EVERY):  # checked as they come: an impossible token fails early
-            settings = [draw_setting(name, rng) for _ in range(min(CHECKED_EVERY, decodes - start))]
-            pair = toy_pair(0)  # one pair for the group (building it costs as much as a decode)
-            tokens = np.concatenate([
-                _decode_all(fn, rng, 1, TOKEN_NEW, k, temp, top_k, top_p,
-                            f"{shown}: T={temp:g}, top-k={top_k}, top-p={top_p}, k={k}", pair)
-                for k, temp, top_k, top_p in settings])
-            u = token_pits(t, tokens, [s[1:] for s in settings], rng, shown)
-            bins.append(np.minimum((u * PIT_BINS).astype(np.int64), PIT_BINS - 1).reshape(-1))
+        bins = [np.minimum((u * PIT_BINS).astype(np.int64), PIT_BINS - 1).reshape(-1)
+                for u in _group_pits(fn, rng, name, decodes, TOKEN_NEW, shown, t)]
         return np.concatenate(bins)[:n]
 
     draw.block = TOKEN_NEW  # outcomes come TOKEN_NEW to a decode, dependent within it (autograder.audit.power)
@@ -215,14 +224,7 @@ def sequence_case() -> ExactnessCase:
 
     def draw(fn, rng, n):
         out = []
-        for start in range(0, n, CHECKED_EVERY):  # checked as they come: an impossible token fails early
-            settings = [draw_setting(SEQUENCE_CASE, rng) for _ in range(min(CHECKED_EVERY, n - start))]
-            pair = toy_pair(0)  # one pair for the group (building it costs as much as a decode)
-            tokens = np.concatenate([
-                _decode_all(fn, rng, 1, TOY_NEW, k, temp, top_k, top_p,
-                            f"{shown}: T={temp:g}, top-k={top_k}, top-p={top_p}, k={k}", pair)
-                for k, temp, top_k, top_p in settings])[:, :2]
-            u = token_pits(t, tokens, [s[1:] for s in settings], rng, shown)
+        for u in _group_pits(fn, rng, SEQUENCE_CASE, n, TOY_NEW, shown, t, first=2):
             b = np.minimum((u * B).astype(np.int64), B - 1)
             out.append(B * b[:, 0] + b[:, 1])
         return np.concatenate(out)

@@ -9,6 +9,7 @@ COURSE/dist/student/ and COURSE/dist/speclab-student.zip holding
   that exist only for the book and call them (BOOK_ONLY);
 - pyproject.toml: the package, with a `student` extra (JupyterLab, matplotlib, ipywidgets) and the
   course's `hf` extra;
+- book/speclab.pdf: the whole book (`make pdf`), so that the chapters a lab needs open offline;
 - README.md: how to install (a CPU build of torch by default), open the labs and hand them in.
 Nothing from solutions/ or autograder/ is copied; `leaks` scans a finished edition for
 solution and hidden-test markers, reference-solution lines, the grader's module names and
@@ -90,6 +91,12 @@ Write your code where a cell says `# YOUR CODE HERE` (replace the `raise NotImpl
 run the test cells below it: they hold a few visible checks. The grader adds hidden checks
 (exact statistical tests with fixed seeds), so a passing visible check is a good sign, not a grade.
 Labs: {labs}.
+
+## The book, offline
+
+`book/speclab.pdf` is the whole course book. Each lab's first cell lists the chapters it needs as
+links to the published pages; without a network, open the same chapters in the PDF (its bookmarks
+and its table of contents list them by number).
 
 ## Hand in
 
@@ -283,12 +290,22 @@ def leaks(folder_or_zip: Path, course: Path) -> list[str]:
     return problems
 
 
-def build_release(course: Path, dest: Path) -> tuple[Path, Path]:
-    """Write the student edition to dest/ and dest.zip-style archive beside it; return both paths."""
+def book_pdf(course: Path) -> Path:
+    """Where `make pdf` writes the book's PDF (the Makefile's PDF)."""
+    return Path(course) / "_build" / "html" / "speclab.pdf"
+
+
+def build_release(course: Path, dest: Path, book: Path | None = None) -> tuple[Path, Path]:
+    """Write the student edition to dest/ and dest.zip-style archive beside it; return both paths.
+    book: the book's PDF to carry (default: the one `make pdf` wrote, `book_pdf(course)`)."""
     course, dest = Path(course).resolve(), Path(dest).resolve()
     labs = sorted(p.parent.name for p in (course / "labs").glob("*/*.ipynb") if p.stem == p.parent.name)
     if not labs:
         raise SystemExit(f"no released notebooks in {course / 'labs'}: run `make labs` first")
+    book = Path(book) if book is not None else book_pdf(course)
+    if not book.is_file() or not book.read_bytes()[:5] == b"%PDF-":
+        raise SystemExit(f"no book PDF at {book}: run `make pdf` first (the edition carries the book, so that the "
+                         f"chapters a lab needs open offline)")
     if dest == course or dest in course.parents or any(
             dest == course / d or course / d in dest.parents for d in ("labs", "speclab", "solutions", "autograder")):
         raise SystemExit(f"{dest}: choose a folder outside the course's own folders (default dist/student)")
@@ -297,6 +314,8 @@ def build_release(course: Path, dest: Path) -> tuple[Path, Path]:
     for lab in labs:
         (dest / "labs" / lab).mkdir()
         shutil.copyfile(course / "labs" / lab / f"{lab}.ipynb", dest / "labs" / lab / f"{lab}.ipynb")
+    (dest / "book").mkdir()
+    shutil.copyfile(book, dest / "book" / "speclab.pdf")
     shutil.copytree(course / "speclab", dest / "speclab",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", *INSTRUCTOR_ONLY,
                                                   *BOOK_ONLY))

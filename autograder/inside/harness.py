@@ -144,8 +144,9 @@ def _serve_call(req: dict, ns: dict, resolve) -> dict:
 
 def _serve_each(req: dict, ns: dict, resolve) -> dict:
     """Many calls of one function (autograder/checks/calls.py): the shared values are decoded once;
-    an array among them is copied afresh for every call, anything else (a generator) is the same
-    object throughout. One time limit for all the calls; the first exception stops them."""
+    an array among them is copied afresh for every call, just before that call (so only one call's
+    copies are held at a time), anything else (a generator) is the same object throughout. One time
+    limit for all the calls, copies included; the first exception stops them."""
     done: list = []
     shared: list = []
     before: tuple = ()
@@ -165,12 +166,11 @@ def _serve_each(req: dict, ns: dict, resolve) -> dict:
                 return shared[i] if uses[i] == 1 else fresh(shared[i])  # a value used once needs no copy
             return decode(a, resolve)
 
-        calls = [[arg(a) for a in args] for args in req["calls"]]
         kwargs = dict(req.get("kwargs") or {})
         before = global_states()
         with cell_timer(float(req["timeout"])):
-            for args in calls:
-                done.append(fn(*args, **{str(k): arg(v) for k, v in kwargs.items()}))
+            for args in req["calls"]:
+                done.append(fn(*[arg(a) for a in args], **{str(k): arg(v) for k, v in kwargs.items()}))
         error = None
     except CellTimeout:
         error = ["TimeoutError", "no result within the time limit"]

@@ -78,6 +78,11 @@ def answer_page(page, path: Path) -> list[Result]:
                     elif entry == k["miss"] and not text.startswith("Not quite"):
                         r.wrong = False
                         r.problems.append(f"typed {entry!r} and got {text!r}, not the 'Not quite' feedback")
+                for entry in k["short"]:
+                    ok, text = _type(wrapper, entry)
+                    if ok or text != k["short_feedback"]:
+                        r.wrong = False
+                        r.problems.append(f"typed {entry!r}, the answer with too few figures, and got {text!r}")
             else:
                 options = wrapper.locator("label.MCButton")
                 by_feedback = {options.nth(j).get_attribute("data-feedback"): options.nth(j) for j in range(options.count())}

@@ -44,11 +44,26 @@ def test_every_way_of_typing_the_answer_is_accepted(entry):
     assert quiz.jupyterquiz_accepts(entry, 3, answers_of(NUM))["correct"] is True
 
 
-@pytest.mark.parametrize("entry, feedback", [("3.36", "no bonus"), ("3.7", None), ("4", None), ("-3.69", None)])
+@pytest.mark.parametrize("entry, feedback", [("3.36", "no bonus"), ("3.7", NUM.short_feedback),
+                                             ("4", NUM.short_feedback), ("3.8", None), ("-3.69", None)])
 def test_wrong_entries_are_refused(entry, feedback):
     picked = quiz.jupyterquiz_accepts(entry, 3, answers_of(NUM))
     assert picked is None or picked["correct"] is False
     assert (picked or {}).get("feedback") == feedback
+
+
+def test_an_answer_with_too_few_figures_is_told_so():
+    """Issue 51: 3.7 typed for 3.69 (asked with 3 figures) is told to give 3 figures, not only "Not quite"; a
+    fewer-figures value that the right answer or a listed wrong value already covers keeps that feedback."""
+    assert [typed for typed, _ in NUM.short] == ["3.7", "4"]
+    assert NUM.short_feedback.startswith("Give 3 significant figures")
+    near = quiz.Numeric("x?", 0.9996, "", sig=3)  # 2 and 1 figures both give 1.0, which 3 figures accept
+    assert near.short == [] and quiz.jupyterquiz_accepts("1", 3, answers_of(near))["correct"] is True
+    taken = quiz.Numeric("y?", 0.973, "", sig=3, wrong=[(0.97, "that is 0.97")])
+    assert [typed for typed, _ in taken.short] == ["1"]
+    assert quiz.jupyterquiz_accepts("0.97", 3, answers_of(taken))["feedback"] == "that is 0.97"
+    assert quiz.Numeric("n?", 6, "", sig=1).short == []  # a whole number: figures are not the issue
+    assert quiz.jupyterquiz_accepts(NUM.miss, 3, answers_of(NUM)) is None
 
 
 def test_the_old_decimal_places_reading_refused_the_exact_answer():

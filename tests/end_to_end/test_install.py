@@ -133,7 +133,9 @@ def student_venv(tmp_path_factory):
     from autograder.export.student_release import build_release
 
     base = tmp_path_factory.mktemp("student")
-    folder, _ = build_release(ROOT, base / "dist" / "student")
+    book = base / "speclab.pdf"
+    book.write_bytes(b"%PDF-1.4\n% a stand-in for the book\n%%EOF\n")
+    folder, _ = build_release(ROOT, base / "dist" / "student", book)
     venv = base / "venv"
     # no pip nor setuptools of its own (ensurepip's setuptools is older than the edition's build needs):
     # this venv's pip installs into it (--python), the build runs on this venv's setuptools

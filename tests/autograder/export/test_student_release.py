@@ -33,10 +33,43 @@ ROOT = Path(__file__).resolve().parents[3]
 LABS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and any(p.glob(p.name + ".*")))
 
 
+STAND_IN_PDF = b"%PDF-1.4\n% a stand-in for the book that `make pdf` prints\n%%EOF\n"
+
+
+def stand_in_book(folder: Path) -> Path:
+    """A file that starts as a PDF does: the tests do not print the book (tests/book/test_pdf.py does)."""
+    path = folder / "speclab.pdf"
+    path.write_bytes(STAND_IN_PDF)
+    return path
+
+
 @pytest.fixture(scope="module")
 def edition(tmp_path_factory):
     dest = tmp_path_factory.mktemp("dist") / "student"
-    return build_release(ROOT, dest)
+    return build_release(ROOT, dest, stand_in_book(tmp_path_factory.mktemp("book")))
+
+
+def test_edition_carries_the_book_and_says_where(edition):
+    """Issue 51: the labs' "Chapters needed" link to the web; the edition carries the book so they open offline."""
+    folder, archive = edition
+    assert (folder / "book" / "speclab.pdf").read_bytes() == STAND_IN_PDF
+    assert "`book/speclab.pdf`" in (folder / "README.md").read_text()
+    with zipfile.ZipFile(archive) as zf:
+        assert zf.read("speclab-student/book/speclab.pdf") == STAND_IN_PDF
+
+
+@pytest.mark.parametrize("book", [None, "missing.pdf", "not_a_pdf.txt"])
+def test_edition_refuses_to_be_built_without_the_book(tmp_path, book):
+    """No PDF (none at the default place of a course without `make pdf`, a missing path, a file that is not a
+    PDF): a message that says to run `make pdf`, and nothing written."""
+    course = tmp_path / "course"
+    (course / "labs" / "lab1").mkdir(parents=True)
+    shutil.copyfile(ROOT / "labs" / "lab1" / "lab1.ipynb", course / "labs" / "lab1" / "lab1.ipynb")
+    (tmp_path / "not_a_pdf.txt").write_text("hello")
+    dest = tmp_path / "dist" / "student"
+    with pytest.raises(SystemExit, match="make pdf"):
+        build_release(course, dest, None if book is None else tmp_path / book)
+    assert not dest.exists()
 
 
 def test_edition_holds_the_labs_the_package_and_a_readme(edition):
@@ -66,7 +99,7 @@ def test_edition_has_nothing_from_solutions_or_the_hidden_checks(edition):
     assert leaks(archive, ROOT) == []
     with zipfile.ZipFile(archive) as zf:
         tops = {Path(n).parts[1] for n in zf.namelist()}
-    assert tops == {"labs", "speclab", "README.md", "pyproject.toml"}
+    assert tops == {"labs", "speclab", "book", "README.md", "pyproject.toml"}
 
 
 def test_reference_lines_are_found_in_the_sources():
@@ -126,7 +159,7 @@ def test_build_refuses_a_course_whose_release_holds_answers(tmp_path):
     else:
         shutil.copyfile(src, course / "labs" / lab / f"{lab}.ipynb")
     with pytest.raises(SystemExit, match="leak"):
-        build_release(course, tmp_path / "dist" / "student")
+        build_release(course, tmp_path / "dist" / "student", stand_in_book(tmp_path))
     assert not (tmp_path / "dist" / "speclab-student.zip").exists()
 
 
