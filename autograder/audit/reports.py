@@ -69,7 +69,7 @@ class Audit:
 
 
 AUDITS = {a.name: a for a in (
-    Audit("lab1_class", "A class of 20 Lab 1 students, honest, partial, broken and hostile, under two busy loops.",
+    Audit("lab1_class", "A class of 27 Lab 1 students, honest, partial, broken and hostile, under two busy loops.",
           labs=("lab1",), loaded=True),
     Audit("lab2_class", "Lab 2's reference beside a staller, a memory hog, a disk filler and the release, under two "
                         "busy loops.", labs=("lab2",), loaded=True),
@@ -101,7 +101,8 @@ AUDITS = {a.name: a for a in (
           extra=("tests/autograder/checks/test_lab1.py", "tests/autograder/checks/test_lab2.py",
                  "autograder/audit/power.py")),
     Audit("lab2_does_less", "A Lab 2 decoder that never speculates and is exact only at the check file's knobs, "
-                            "graded by the class run.", labs=("lab2",)),
+                            "and three that mishandle the knobs (the bonus, their order, p only), graded by the "
+                            "class run.", labs=("lab2",)),
 )}
 
 

@@ -1,4 +1,4 @@
-"""Audit `lab1_class` (`make audit lab1_class`): a synthetic class of 20 Lab 1 students graded end to end by the
+"""Audit `lab1_class` (`make audit lab1_class`): a synthetic class of 27 Lab 1 students graded end to end by the
 pipeline with 2 workers, while two outside busy loops keep both cores busy.
 
 Students are built from the reference solution (autograder.audit.mutants.make_submission) with
@@ -15,6 +15,10 @@ draws 40 batches in the speed test's untimed warm-up call and answers every time
 sampling; each timed call gets a pair of its own, so the output check refuses them and it loses the speed cell.
 One pairs its batch rows by a mirror (issue 53): row b reuses row B - 1 - b's random numbers, exact row by row and
 at every lag; the test of any two rows refuses it and it loses the batch exactness cell.
+Seven more (issue 53) are exact on every pair of at most 32 tokens: four one-position samplers cut the residual,
+the draft or the target to their largest entries or below a threshold, two batch samplers do the same, and one
+batch sampler pairs its rows by a permutation; the 32,000-token cases and the test of any two rows take their law
+cell, and only it.
 The wall time of the whole class is printed (pytest -s) and recorded in the report, not asserted: a verdict must
 not depend on how fast or how busy the machine is (the cost of grading is measured by
 `python -m autograder.audit.cost`). The report (autograder/audit/reports/lab1_class.json) holds every student's
@@ -133,6 +137,19 @@ def _students(release):
     s["s19_rows_mirrored"] = (only_parts(mirrored, release, {5}), expected({5}, fake={"test_batch_exactness"}))
     s["s18_predraws_when_timed"] = (add_after(with_parts({5}), "impl_part5", PREDRAWS),
                                     expected({5}, fake={"test_batch_speed"}))
+    # issue 53: samplers exact on every pair of at most 32 tokens that cut a distribution to its largest entries
+    # (or below a threshold), and rows paired at random: the 32,000-token cases and the test of any two rows
+    # take the law cell, and only it
+    for i, (name, parts, cell) in enumerate((
+            ("sampler_residual_top_entries", {1, 2}, "test_sampler_exactness"),
+            ("sampler_draft_top_entries", {1, 2}, "test_sampler_exactness"),
+            ("sampler_threshold", {1, 2}, "test_sampler_exactness"),
+            ("sampler_top_k_before_test", {1, 2}, "test_sampler_exactness"),
+            ("batch_residual_top_entries", {5}, "test_batch_exactness"),
+            ("batch_threshold", {5}, "test_batch_exactness"),
+            ("batch_rows_paired_at_random", {5}, "test_batch_exactness"))):
+        cut = make_submission(LAB, release, next(m for m in MUTANTS if m.name == name))
+        s[f"s{31 + i}_{name}"] = (only_parts(cut, release, parts), expected(parts, fake={cell}))
     for i in range(16, 18):  # two identical notebooks, graded side by side
         s[f"s{i:02d}_untouched"] = (release, NOTHING)
     for i in range(24, 25):
@@ -144,7 +161,7 @@ def _students(release):
     nb = s["s30_only_part4_moved_test"][0]
     i = [k for k, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test_alpha_estimator"][0]
     nb.cells.insert(0, nb.cells.pop(i))
-    assert len(s) == 20
+    assert len(s) == 27
     return s
 
 
@@ -194,5 +211,9 @@ def test_a_class_of_twenty_two_workers(tmp_path, audit_grades):
     assert any("test_batch_speed" in p and "timed call" in p for p in results["s18_predraws_when_timed"]["problems"]), \
         results["s18_predraws_when_timed"]["problems"]
     assert not held["s18_predraws_when_timed"]
+    # each cut sampler and the random pairing lose their law cell on an exactness failure that names it
+    for name in [n for n in students if n[:3] in ("s31", "s32", "s33", "s34", "s35", "s36", "s37")]:
+        cell = "test_batch_exactness" if "batch" in name else "test_sampler_exactness"
+        assert any(f"{cell}:" in p for p in results[name]["problems"]), (name, results[name]["problems"])
     assert all(re.search("not a valid notebook", " ".join(results[f"s{i}_invalid_json"]["problems"]))
                for i in range(24, 25))

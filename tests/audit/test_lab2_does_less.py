@@ -68,3 +68,40 @@ def test_a_decoder_that_does_less_keeps_only_what_it_earns(tmp_path, audit_grade
     # again alone and, if still unclear, its points are held. Either way they are never awarded.
     assert scores["test_speedup"] == 0, result["problems"]
     assert (result.get("pending") or {}).get(LAB, {}) in ({}, {"test_speedup": points["test_speedup"]})
+
+
+KNOB_MUTANTS = ("bonus_without_knobs", "knobs_in_wrong_order", "knobs_on_p_only")
+
+
+def test_decoders_that_mishandle_the_knobs_lose_the_sampling_cell_only(tmp_path, audit_grades):
+    """Issue 53: three speculative decoders that are exact at temperature 1 without knobs, graded as a class is
+    graded. The bonus drawn from the raw softmax, the cut applied before the temperature, and the cut applied to
+    p only each lose the sampling cell (every emitted token against the target's processed law) and keep the
+    cells of Parts 1 and 2 they earn: they speculate, roll back and decode greedily as the lab asks. Parts 3 and
+    4 are left as released (their cells score 0, except the timed speed-up cell: its points are earned or held,
+    since these decoders speculate as the reference does)."""
+    cfg = Config(LAB, tmp_path / "subs", tmp_path / "out", ROOT, workers=2,
+                 limits=Limits(notebook_timeout_s=scaled(600), memory_mb=6144))
+    build_template(cfg)
+    release = nbformat.read(cfg.out / "template" / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
+    for name in KNOB_MUTANTS:
+        folder = cfg.submissions / name / LAB
+        folder.mkdir(parents=True)
+        nbformat.write(only_parts(make_submission(LAB, release, BY_NAME[name]), release, {1, 2}),
+                       folder / f"{LAB}.ipynb")
+    results = {r["student"]: r for r in grade_class(cfg, progress=False)}
+    points = {c.grade_id: float(c.points) for c in CELLS}
+    earned = {c.grade_id for c in CELLS if c.part in (1, 2)} - {"test_sampling"}
+    for name in KNOB_MUTANTS:
+        r = results[name]
+        scores = r["scores"][LAB]
+        pending = (r.get("pending") or {}).get(LAB, {})
+        print(name, scores, pending, [p[:300] for p in r["problems"]])
+        want = {c.grade_id: points[c.grade_id] if c.grade_id in earned | {"test_speedup"} else 0.0 for c in CELLS}
+        audit_grades.student(name, scores, want, pending=pending, held={
+            g: scores[g] <= want[g] <= scores[g] + pending.get(g, 0.0) for g in scores})
+        assert {g: scores[g] for g in earned} == {g: points[g] for g in earned}, (name, r["problems"])
+        assert scores["test_sampling"] == 0, (name, r["problems"])
+        assert "test_sampling:" in " ".join(r["problems"]), (name, r["problems"])
+        assert all(scores[c.grade_id] == 0 for c in CELLS if c.part in (3, 4) and c.grade_id != "test_speedup")
+        assert set(pending) <= {"test_speedup"}, pending

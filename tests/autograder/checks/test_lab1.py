@@ -338,7 +338,7 @@ def test_solution_notebook_metadata():
     assert graded == {c.grade_id: c.points for c in L.CELLS}
     assert sum(graded.values()) == 20
     assert all(m.get("locked") for c, m in zip(nb.cells, meta) if c.cell_type == "markdown")
-    assert sum(bool(m.get("solution")) for m in meta) == 5
+    assert sum(bool(m.get("solution")) for m in meta) == 6  # one per part, and the optional Part 6
 
 
 def test_release_has_no_solutions_or_hidden_tests():
