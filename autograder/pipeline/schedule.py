@@ -176,8 +176,14 @@ def timing_cores(cfg: Config) -> list[tuple[int, ...]]:
     (no control groups, --unsafe)."""
     if not cfg.timing_parallel or cfg.unsafe or not bounds_.cpuset_available() or not bounds_.available()[0]:
         return [()]
-    allowed = sorted(os.sched_getaffinity(0))
-    k = max(1, math.ceil(cfg.bounds.cpus))
+    return timing_sets(os.sched_getaffinity(0), cfg.bounds.cpus)
+
+
+def timing_sets(cores, cpus: float) -> list[tuple[int, ...]]:
+    """`cores` cut into disjoint sets of ceil(cpus) cores, one per student timed at once; [()] (one student at a
+    time, on any core) when they make fewer than two sets. The rule export/cluster.py sizes a shard by."""
+    allowed = sorted(cores)
+    k = max(1, math.ceil(cpus))
     sets = [tuple(allowed[j:j + k]) for j in range(0, len(allowed) - k + 1, k)]
     return sets if len(sets) > 1 else [()]
 

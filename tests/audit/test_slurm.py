@@ -26,6 +26,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 import pytest
@@ -175,8 +176,9 @@ def one_node_slurm():
     must fit a Unix socket's 108 characters); yields (the environment that reaches them, their folder). Every
     daemon started is stopped at the end, and the jobs it still holds are cancelled first."""
     folder = Path(tempfile.mkdtemp(prefix="speclab-slurm-"))
-    for sub in ("state", "spool", "munge"):
-        (folder / sub).mkdir(mode=0o700)
+    folder.chmod(0o711)  # munged refuses a socket whose folders not everyone may pass through
+    for sub, mode in (("state", 0o700), ("spool", 0o700), ("munge", 0o711)):
+        (folder / sub).mkdir(mode=mode)
     key = folder / "munge" / "munge.key"
     key.write_bytes(os.urandom(1024))  # what mungekey --create writes: random bytes, readable by its owner only
     key.chmod(0o400)
@@ -185,7 +187,7 @@ def one_node_slurm():
     started: list[subprocess.Popen] = []
     env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf")}
     try:
-        started.append(start(["munged", "--foreground", "--force", f"--socket={sock}", f"--key-file={key}",
+        started.append(start(["munged", "--foreground", f"--socket={sock}", f"--key-file={key}",
                               f"--pid-file={folder / 'munged.pid'}", f"--log-file={folder / 'munged.log'}",
                               f"--seed-file={folder / 'munge' / 'seed'}"], env, folder / "munged.err"))
         wait_for("munged's socket", sock.exists, 30, lambda: logs)
@@ -211,16 +213,16 @@ def one_node_slurm():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def job_states(env: dict, job: str) -> dict[str, str]:
-    """job or array task id -> its state, as slurmctld holds it."""
+def jobs(env: dict, job: str) -> dict[str, dict[str, str]]:
+    """job or array task id -> its fields (JobState, RunTime, ...), as slurmctld holds them."""
     res = run(["scontrol", "-o", "show", "job", job], env, check=False)
-    states = {}
+    found = {}
     for line in res.stdout.splitlines():
         fields = dict(re.findall(r"(\w+)=(\S+)", line))
         if "JobState" in fields:
             task = fields.get("ArrayTaskId")
-            states[fields["JobId"] if task is None else f"{fields.get('ArrayJobId')}_{task}"] = fields["JobState"]
-    return states
+            found[fields["JobId"] if task is None else f"{fields.get('ArrayJobId')}_{task}"] = fields
+    return found
 
 
 # ----------------------------------------------------------------------------- the class
@@ -244,10 +246,18 @@ def tiny_class(base: Path) -> tuple[Path, Path, dict]:
     return course, base / "subs", {s: want for s, (_, want) in variants.items()}
 
 
+class Graded(NamedTuple):
+    sharded: Path  # the class's output folder, graded in shards by Slurm and merged
+    single: Path  # the output folder of one `grade` run of the same class
+    states: dict[str, str]  # each array task's and the merge's final state
+    expected: dict[str, dict[str, float]]  # student -> points per cell
+    printed: str  # what `cluster slurm` printed
+    job_logs: str  # the tails of the jobs' logs
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """The class graded twice: in shards by Slurm, and by one run. (Slurm's output folder, the single run's,
-    the job states, the expected points, the printed commands)."""
+def graded(tmp_path_factory) -> Graded:
+    """The class graded twice: in shards by Slurm, and by one run."""
     if os.geteuid() != 0:
         pytest.skip("a Slurm of its own needs root: its daemons, munge's key, and the grader's control groups")
     install()
@@ -269,38 +279,39 @@ def graded(tmp_path_factory):
             return [folder / "slurmctld.log", folder / "slurmd.log", *sorted((sharded / "slurm" / "logs").glob("*"))]
 
         def finished() -> dict | None:
-            states = {**job_states(env, array), **job_states(env, merge)}
-            return states if len(states) == SHARDS + 1 and set(states.values()) <= DONE_STATES else None
+            found = {**jobs(env, array), **jobs(env, merge)}
+            states = {j: fields["JobState"] for j, fields in found.items()}
+            return found if len(states) == SHARDS + 1 and set(states.values()) <= DONE_STATES else None
 
-        states = wait_for("the array and the merge finished", finished, scaled(1800), logs)
+        found = wait_for("the array and the merge finished", finished, scaled(1800), logs)
+        states = {j: fields["JobState"] for j, fields in found.items()}
+        for j, fields in found.items():  # how long each took (the merge's against its allowance, MERGE_PER_STUDENT_S)
+            print(f"job {j}: {fields['JobState']} in {fields.get('RunTime')} (limit {fields.get('TimeLimit')})")
         job_logs = tails(sorted((sharded / "slurm" / "logs").glob("*.out")))
     run([sys.executable, "-m", "autograder", "grade", F.LAB, str(subs), "--out", str(single), "--course", str(course),
          "--workers", "1"], grade_env(dict(os.environ)), timeout=scaled(1200), cwd=course)
-    return sharded, single, states, expected, written.stdout, job_logs
+    return Graded(sharded, single, states, expected, written.stdout, job_logs)
 
 
 def test_the_printed_commands_submit_an_array_and_a_merge_that_waits_for_it(graded):
-    _, _, _, _, printed, _ = graded
-    assert f"--array=0-{SHARDS - 1}%{PARALLEL}" in printed and "--dependency=afterok:$jid" in printed
+    assert f"--array=0-{SHARDS - 1}%{PARALLEL}" in graded.printed and "--dependency=afterok:$jid" in graded.printed
 
 
 def test_every_shard_and_the_merge_completed(graded):
-    _, _, states, _, _, job_logs = graded
-    assert sorted(states.values()) == ["COMPLETED"] * (SHARDS + 1), f"{states}\n{job_logs}"
+    assert sorted(graded.states.values()) == ["COMPLETED"] * (SHARDS + 1), f"{graded.states}\n{graded.job_logs}"
 
 
 def test_each_shard_graded_its_own_students(graded):
-    sharded = graded[0]
     seen = []
     for i in range(SHARDS):
-        manifest = json.loads((sharded / "shards" / f"{i}-of-{SHARDS}" / "shard.json").read_text())
+        manifest = json.loads((graded.sharded / "shards" / f"{i}-of-{SHARDS}" / "shard.json").read_text())
         assert (manifest["shard"], manifest["of"]) == (i, SHARDS)
         seen += manifest["students"]
-    assert sorted(seen) == sorted(graded[3])
+    assert sorted(seen) == sorted(graded.expected)
 
 
 def test_the_merged_grades_are_byte_for_byte_one_run_s(graded, audit_grades):
-    sharded, single, _, expected, _, _ = graded
+    sharded, single, expected = graded.sharded, graded.single, graded.expected
     for s, want in expected.items():
         result = json.loads((sharded / "results" / f"{s}.json").read_text())
         audit_grades.student(s, result["scores"][F.LAB], want)

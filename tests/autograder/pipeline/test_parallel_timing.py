@@ -43,7 +43,7 @@ def check_add(add):
     assert add(-4, 2.5) == -1.5
 
 
-def check_where(scale):
+def check_scale(scale):
     """Report the cores this process may use after asking for all of them, and when it ran."""
     try:
         os.sched_setaffinity(0, range(os.cpu_count()))
@@ -57,7 +57,7 @@ def check_where(scale):
 
 
 CELLS = [CellSpec("test_add", 1, 2, check_add, ("add",), rules=(R_ADD,)),
-         CellSpec("test_scale", 1, 3, check_where, ("scale",), rules=(R_WHERE,), timed=True)]
+         CellSpec("test_scale", 1, 3, check_scale, ("scale",), rules=(R_WHERE,), timed=True)]
 
 defer_to_grader(globals())
 '''
