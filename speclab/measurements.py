@@ -49,9 +49,10 @@ from typing import Callable
 from speclab import measure
 from speclab.gpu_runs import GPU_REFERENCE_DIR, describe_gpu_run, gpu_reference, gpu_step_fit  # noqa: F401
 from speclab.measure import Timing
+from speclab.timing import MAX_REL_IQR
 
 __all__ = ["QUANTITIES", "LIVE_ENV", "REFERENCE_PATH", "live", "reference", "measure_quantity", "timing",
-           "machine", "load_average", "describe_run", "used_by", "GPU_REFERENCE_DIR", "gpu_reference",
+           "machine", "load_average", "describe_run", "used_by", "unstable", "UNSTABLE_MEANS", "GPU_REFERENCE_DIR", "gpu_reference",
            "describe_gpu_run", "gpu_step_fit"]
 
 LIVE_ENV = "SPECLAB_LIVE_MEASUREMENTS"
@@ -86,6 +87,17 @@ def _timing_json(t: Timing) -> dict:
     q1, q3 = t.quartiles
     return {"label": t.label, "times": list(t.times), "median": t.median, "q1": q1, "q3": q3,
             "rel_iqr": t.rel_iqr, "stable": t.stable, "rounds": t.rounds, "device": t.device}
+
+
+# what "stayed unstable" means on a page, in words: the rule speclab.timing applies
+UNSTABLE_MEANS = f"an interquartile range above {100 * MAX_REL_IQR:.0f} % of the median"
+
+
+def unstable(result: dict, labels=None) -> list[str]:
+    """The labels of a stored result's timings that stayed unstable (UNSTABLE_MEANS), among ``labels`` when
+    given: a page marks a figure that rests on one as not reliable."""
+    timings = result["timings"]
+    return [label for label in (timings if labels is None else labels) if not timings[label]["stable"]]
 
 
 def timing(stored: dict) -> Timing:

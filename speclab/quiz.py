@@ -192,7 +192,7 @@ class Numeric:
         the right answer or a listed wrong value (none for a whole-number answer)."""
         if self.whole:
             return []
-        taken = [self.accepted_range] + [self.wrong_range(v) for v, _ in self.wrong]
+        taken = self._listed_ranges
         out = []
         for figures in range(self.sig - 1, 0, -1):
             typed = format_sig(self.answer, figures)
@@ -203,14 +203,19 @@ class Numeric:
         return out
 
     @property
+    def _listed_ranges(self) -> list[tuple[float, float]]:
+        """The ranges of rounded entries the right answer and each listed wrong value take."""
+        return [self.accepted_range] + [self.wrong_range(v) for v, _ in self.wrong]
+
+    @property
     def short_feedback(self) -> str:
         return (f"Give {self.sig} significant figures: your entry has fewer, or is the answer rounded to fewer. "
-                f"Try again with more digits.")
+                "Try again with more digits.")
 
     @property
     def miss(self) -> str:
         """A plainly wrong entry (none of the listed answers), for the tests' "not quite" case."""
-        ranges = [self.accepted_range] + [self.wrong_range(v) for v, _ in self.wrong] + [r for _, r in self.short]
+        ranges = self._listed_ranges + [r for _, r in self.short]
         candidate = abs(float(self.answer)) * 1.37 + 1.3
         while any(lo <= round_sig(candidate, self.sig) < hi for lo, hi in ranges):
             candidate = candidate * 1.37 + 1.3

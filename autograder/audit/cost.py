@@ -4,6 +4,12 @@
 N copies of the first student, W at a time as `grade` does (default: one per core), and prints
 the class's wall time divided by N: what a student costs when a class is graded.
 
+`python -m autograder.audit.cost --throughput LAB [LAB ...] [--students N] [--workers W] [--cores C] [--hosts M]
+[--class-size S]` grades N copies of each lab's reference as `grade --timing-parallel` does, and prints the
+throughput table: students per hour here, each student's untimed worker-seconds and timed slot-seconds, and the
+projected wall time of S students (default 500) on a host of C cores and on a cluster of M such hosts, one shard
+each (`project` states the model). The `throughput` audit runs it on both labs.
+
 `python -m autograder.audit.cost LAB --checks-only` prints the floor under that cost instead: every
 check of the lab run once on the reference solution in this process, with no sandbox, no
 nbgrader and no notebook, each with its wall and CPU time.
@@ -126,9 +132,110 @@ def whole_class(lab: str, submissions: Path, out: Path, course: Path, size: int,
     return 0
 
 
+def grade_copies(lab: str, n: int, workers: int, parallel: bool, base: Path) -> dict:
+    """Grade a class of n copies of the lab's reference, as `grade` does (workers at once, the timed phase with
+    --timing-parallel when parallel); {wall, untimed and timed phase wall times, scores}. The template is built
+    first and not counted: a class pays it once."""
+    import nbformat
+
+    from autograder.audit.mutants import make_submission
+    from autograder.pipeline import Config, build_template, grade_class
+    from autograder.pipeline.config import REPO_ROOT
+
+    cfg = Config(lab, base / "subs", base / "out", REPO_ROOT, workers=workers, force=True, timing_parallel=parallel)
+    layout = build_template(cfg)
+    release = nbformat.read(cfg.out / "template" / "labs" / lab / f"{lab}.ipynb", as_version=4)
+    for i in range(n):
+        for nb in layout:
+            folder = cfg.submissions / f"student{i:03d}" / lab
+            folder.mkdir(parents=True, exist_ok=True)
+            nbformat.write(make_submission(lab, release), folder / f"{nb}.ipynb")
+    t0 = time.time()
+    results = grade_class(cfg, progress=False)
+    wall = time.time() - t0
+    spans = [(t["timed_from"], t["timed_to"]) for r in results if (t := r.get("bounds_timing")) and "timed_from" in t]
+    timed = max(b for _, b in spans) - min(a for a, _ in spans) if spans else 0.0
+    return {"students": n, "wall_s": round(wall, 1), "untimed_s": round(wall - timed, 1), "timed_s": round(timed, 1),
+            "scores": sorted(r["score"] for r in results), "max_score": results[0]["max_score"] if results else 0,
+            "pending": sum(bool(r.get("pending")) for r in results),
+            "timing_cores": sorted({tuple(t.get("cores") or ()) for r in results if (t := r.get("bounds_timing"))})}
+
+
+def project(m: dict, workers: int, slots: int, cores: int, hosts: int, size: int, cores_per_student: int) -> dict:
+    """Throughput and projected wall times from one measured class `m` (graded here with `workers` workers and
+    `slots` students timed at once). The model: a student's untimed checks cost untimed_s * workers / n
+    worker-seconds and its timing timed_s * slots / n slot-seconds; a host of `cores` cores runs one worker per
+    core and floor(cores / cores_per_student) timings at once; a cluster of `hosts` such hosts grades
+    ceil(size / hosts) students each (a shard per host), all at once. It assumes work scales with cores, which
+    a host whose memory bandwidth a whole class saturates will not quite do."""
+    n = m["students"]
+    untimed_each, timed_each = m["untimed_s"] * workers / n, m["timed_s"] * slots / n
+    host_slots = max(1, cores // cores_per_student)
+
+    def wall(students: int) -> float:
+        return students * untimed_each / cores + students * timed_each / host_slots
+
+    per_host = -(-size // hosts)
+    return {"students_per_hour_here": round(3600 * n / m["wall_s"], 1),
+            "untimed_worker_s_per_student": round(untimed_each, 1), "timed_slot_s_per_student": round(timed_each, 1),
+            "host_cores": cores, "hosts": hosts, "class": size,
+            "students_per_hour_one_host": round(3600 / (untimed_each / cores + timed_each / host_slots), 1),
+            "one_host_h": round(wall(size) / 3600, 2), "cluster_h": round(wall(per_host) / 3600, 2)}
+
+
+def table(rows: dict[str, dict]) -> list[str]:
+    """The throughput table's lines, one row per lab (rows: lab -> `project`'s figures with `measured`)."""
+    r0 = next(iter(rows.values()))
+    lines = [f"throughput with --timing-parallel, measured here ({os.cpu_count()} cores, {r0['workers']} workers, "
+             f"{r0['timing_slots']} students timed at once), projected for {r0['class']} students on a host of "
+             f"{r0['host_cores']} cores and on {r0['hosts']} such hosts:",
+             f"{'lab':<6} {'students/h here':>15} {'untimed s/student':>17} {'timed s/student':>15} "
+             f"{'students/h, host':>16} {'one host':>9} {'cluster':>8}"]
+    for lab, r in rows.items():
+        lines.append(f"{lab:<6} {r['students_per_hour_here']:>15.1f} {r['untimed_worker_s_per_student']:>17.1f} "
+                     f"{r['timed_slot_s_per_student']:>15.1f} {r['students_per_hour_one_host']:>16.1f} "
+                     f"{r['one_host_h']:>8.2f}h {r['cluster_h']:>7.2f}h")
+    return lines
+
+
+def throughput(argv: list[str]) -> int:
+    """`--throughput`: the throughput table (module docstring of the option)."""
+    import json
+    import tempfile
+
+    from autograder.pipeline.schedule import timing_cores
+
+    ap = argparse.ArgumentParser(prog="python -m autograder.audit.cost --throughput")
+    ap.add_argument("labs", nargs="+")
+    ap.add_argument("--students", type=int, default=4, help="copies of the reference graded per lab (default 4)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--cores", type=int, default=32, help="cores of the host the projection is for (default 32)")
+    ap.add_argument("--hosts", type=int, default=8, help="hosts of the cluster the projection is for (default 8)")
+    ap.add_argument("--class-size", type=int, default=500, help="students of the projected class (default 500)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the table as JSON here")
+    a = ap.parse_args(argv)
+    from autograder.pipeline import Config
+
+    probe = Config(a.labs[0], Path("."), Path("."), timing_parallel=True)
+    slots = len([c for c in timing_cores(probe) if c]) or 1
+    k = max(1, int(-(-probe.bounds.cpus // 1)))
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for lab in a.labs:
+            m = grade_copies(lab, a.students, a.workers, True, Path(tmp) / lab)
+            rows[lab] = {"measured": m, "workers": a.workers, "timing_slots": slots,
+                         **project(m, a.workers, slots, a.cores, a.hosts, a.class_size, k)}
+    print("\n".join(table(rows)))
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
+    if "--throughput" in argv:
+        return throughput([x for x in argv if x != "--throughput"])
     if "--checks-only" in argv:
         (lab,) = [a for a in argv if a != "--checks-only"]
         checks_only(lab)

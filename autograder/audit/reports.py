@@ -84,6 +84,13 @@ AUDITS = {a.name: a for a in (
           extra=("autograder/audit/timing_agreement.py", "autograder/audit/correct.py", "autograder/audit/timing_load.py"),
           loaded=True, command=("-m", "autograder.audit.timing_agreement", "--quiet", "lab1=7", "lab2=3", "--loaded",
                                 "10", "--busy", "2", "--report")),
+    Audit("timing_parallel", "Lab 1's speed cell of four correct students timed two at a time on cores of their own, "
+                             "and one at a time, in turn: the same verdicts, the figures within the tolerance.",
+          labs=("lab1",), extra=("autograder/audit/timing_agreement.py", "autograder/audit/correct.py",
+                                 "autograder/audit/timing_load.py")),
+    Audit("throughput", "Four copies of each lab's reference graded with the timed phase two at a time: students per "
+                        "hour, and 500 students projected on a 32-core host and on 8 of them.", labs=("lab1", "lab2"),
+          extra=("autograder/audit/cost.py",)),
     Audit("load_probe", "The test suite's load probe reads busy loops as contention.", loaded=True,
           extra=("tests/support/load.py",)),
     Audit("fake_timers", "Every chapter and lab that times, under every fake stopwatch; a measuring chapter "
@@ -100,6 +107,10 @@ AUDITS = {a.name: a for a in (
                      "called directly under a grading run's key.", labs=("lab1", "lab2"),
           extra=("tests/autograder/checks/test_lab1.py", "tests/autograder/checks/test_lab2.py",
                  "autograder/audit/power.py")),
+    Audit("slurm", "The tiny lab's class of six graded in three shards by a one-node Slurm, from the scripts `python "
+                   "-m autograder cluster slurm` writes (an array, two shards at once, and the merge that waits for "
+                   "it): every job completes, and the merged grades.csv is byte for byte one run's.",
+          extra=("autograder/__main__.py", "autograder/export/cluster.py", "autograder/export/slurm")),
     Audit("lab2_does_less", "A Lab 2 decoder that never speculates and is exact only at the check file's knobs, "
                             "and three that mishandle the knobs (the bonus, their order, p only), graded by the "
                             "class run.", labs=("lab2",)),

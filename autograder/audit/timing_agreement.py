@@ -187,16 +187,17 @@ def submission(lab: str, release, impl: str):
     return nb
 
 
-def grader_figures(lab: str, students: dict[str, str], base: Path, busy: int) -> dict[str, dict]:
-    """Time each student's speed cell (student -> implementation) through the class run's timing phase; student ->
-    {score, points, pending, figure, problems}."""
+def grader_figures(lab: str, students: dict[str, str], base: Path, busy: int, parallel: bool = False) -> dict[str, dict]:
+    """Time each student's speed cell (student -> implementation) through the class run's timing phase (parallel:
+    with --timing-parallel, several students at once on cores of their own); student -> {score, points, pending,
+    figure, problems}."""
     import nbformat
 
     from autograder.audit.timing_load import busy_loops
     from autograder.pipeline import Config, build_template, grade_class
     from autograder.pipeline import results as R
 
-    cfg = Config(lab, base / "subs", base / "out", ROOT, workers=2)
+    cfg = Config(lab, base / "subs", base / "out", ROOT, workers=2, timing_parallel=parallel)
     layout = build_template(cfg)
     release = nbformat.read(cfg.out / "template" / "labs" / lab / f"{lab}.ipynb", as_version=4)
     nb_name = next(nb for nb, cells in layout.items() if CELL[lab] in cells)

@@ -295,6 +295,12 @@ def book_pdf(course: Path) -> Path:
     return Path(course) / "_build" / "html" / "speclab.pdf"
 
 
+def _head(path: Path, n: int) -> bytes:
+    """The first n bytes of a file (a PDF's signature), without reading the rest."""
+    with open(path, "rb") as f:
+        return f.read(n)
+
+
 def build_release(course: Path, dest: Path, book: Path | None = None) -> tuple[Path, Path]:
     """Write the student edition to dest/ and dest.zip-style archive beside it; return both paths.
     book: the book's PDF to carry (default: the one `make pdf` wrote, `book_pdf(course)`)."""
@@ -303,7 +309,7 @@ def build_release(course: Path, dest: Path, book: Path | None = None) -> tuple[P
     if not labs:
         raise SystemExit(f"no released notebooks in {course / 'labs'}: run `make labs` first")
     book = Path(book) if book is not None else book_pdf(course)
-    if not book.is_file() or not book.read_bytes()[:5] == b"%PDF-":
+    if not book.is_file() or _head(book, 5) != b"%PDF-":
         raise SystemExit(f"no book PDF at {book}: run `make pdf` first (the edition carries the book, so that the "
                          f"chapters a lab needs open offline)")
     if dest == course or dest in course.parents or any(

@@ -133,6 +133,6 @@ def _group_tops() -> list[Path]:
     from autograder.sandbox import bounds as bounds_
 
     v = bounds_.version()
-    roots = ([bounds_.CGROUP_FS / c / bounds_._own_path(c) for c in bounds_.V1_CONTROLLERS] if v == 1 else
+    roots = ([bounds_.CGROUP_FS / c / bounds_._own_path(c) for c in bounds_.v1_hierarchies()] if v == 1 else
              [bounds_.CGROUP_FS / bounds_._own_path(None)] if v == 2 else [])
     return sorted({p for r in roots if r.is_dir() for p in r.iterdir() if GROUP_RE.match(p.name)})

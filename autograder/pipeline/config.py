@@ -64,6 +64,8 @@ class Config:
     # the hidden inputs' key of the run (autograder/checks/hidden.py); None: drawn once per run by the
     # scheduler. Never written to a file, never passed to a sandbox, never printed.
     run_key: bytes | None = field(default=None, repr=False)
+    shard: tuple[int, int] | None = None  # (I, N): grade only shard I of N of the class, in OUT/shards/I-of-N (shards.py)
+    timing_parallel: bool = False  # time several students at once, each on cores of its own (schedule._time_all)
 
     @property
     def code_root(self) -> Path:
@@ -72,8 +74,14 @@ class Config:
 
 
 def retime_command(cfg: Config, student: str) -> str:
-    """The command that times a held student's cells again (what the note on their page says)."""
-    return f"python -m autograder grade {cfg.lab} {cfg.submissions} --retime --student {student}"
+    """The command that times a held student's cells again (what the note on their page says); a shard's
+    names the shard (its run folder is OUT/shards/I-of-N), then the merge."""
+    if cfg.shard is None:
+        return f"python -m autograder grade {cfg.lab} {cfg.submissions} --retime --student {student}"
+    i, n = cfg.shard
+    out = cfg.out.parent.parent
+    return (f"python -m autograder grade {cfg.lab} {cfg.submissions} --out {out} --shard {i}/{n} --retime "
+            f"--student {student}, then python -m autograder merge {out}")
 
 
 def write_course(root: Path, course_root: Path, limits: Limits | None = None, link_solutions: bool = False) -> Path:

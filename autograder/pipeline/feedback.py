@@ -375,11 +375,11 @@ def _output(o: dict) -> dict | None:
     return None
 
 
-def _cell(cell: dict) -> dict:
-    """One cell of the student's notebook with nothing but what the page shows (module comment above)."""
+def _cell(cell: dict, index: int) -> dict:
+    """One cell of the student's notebook with nothing but what the page shows (module comment above); its id is
+    its place in the notebook, never the student's (the same result renders the same page, but for its nonce)."""
     kind = cell.get("cell_type") if cell.get("cell_type") in ("code", "markdown", "raw") else "raw"
-    out = {"cell_type": kind, "metadata": {}, "source": _text(cell.get("source", "")),
-           "id": "c" + secrets.token_hex(6)}
+    out = {"cell_type": kind, "metadata": {}, "source": _text(cell.get("source", "")), "id": f"c{index:05d}"}
     if kind == "code":
         out["execution_count"] = _count(cell.get("execution_count"))
         out["outputs"] = [x for x in (_output(o) for o in cell.get("outputs", []) if isinstance(o, dict)) if x]
@@ -433,12 +433,12 @@ def student_view(nb: dict, verdicts: dict[str, str], scores: dict[str, float], l
     (`tests`, from `release_tests`): a cell of the student's that carries a test cell's metadata is one of the
     student's cells, and only the first cell of each grade id gets its heading."""
     cells, headed = [], set()
-    for original in nb.get("cells", []) if isinstance(nb.get("cells"), list) else []:
+    for index, original in enumerate(nb.get("cells", []) if isinstance(nb.get("cells"), list) else []):
         if not isinstance(original, dict):
             continue
         meta = (original.get("metadata") or {}).get("nbgrader") or {}
         meta = meta if isinstance(meta, dict) else {}
-        cell = _cell(original)
+        cell = _cell(original, index)
         src = cell["source"]
         if HIDDEN_BEGIN in src:  # hidden tests are cut from any cell that holds them, whatever it claims to be
             cell["source"] = _strip_hidden(src) + "\n# (the grader's hidden checks ran here)"

@@ -21,7 +21,9 @@ share of the CPU, ahead of any outside work (bounds.first_in_line), and while it
 (bounds.one_core, through autograder.checks.timing.pinning: the notebook times its baseline and the student's
 code on one core too). A timing without a clear verdict
 is timed once more, alone, at the end of the run (Config.timing_attempts); still unclear, its points are
-held (results.hold_pending) until `--retime`. `grade_student` runs both phases in this process
+held (results.hold_pending) until `--retime`. With `--timing-parallel` (Config.timing_parallel) the class run
+times several students at once instead, each on cores of its own: the student's group and the grader's beside
+it are held to them by a cpuset (Bounds.cores, schedule.timing_cores), so no other student's process runs there. `grade_student` runs both phases in this process
 (Gradescope grades one student).
 """
 from __future__ import annotations
@@ -283,7 +285,7 @@ def time_student(cfg: Config, layout: dict, student: str, folder: Path, slot: in
     todo = results.to_time(result or {})
     if not todo:
         return result
-    t0 = time.perf_counter()
+    t0, since = time.perf_counter(), time.time()
     verdict_scratch = out / "work" / ".verdict" / student
     try:
         with StudentBounds(cfg.bounds, cfg.unsafe, [verdict_scratch]) as bounded:
@@ -295,7 +297,9 @@ def time_student(cfg: Config, layout: dict, student: str, folder: Path, slot: in
         result = replace(timed, problems=timed.problems + [n for n in notes if n not in timed.problems],
                          seconds=round(timed.seconds + time.perf_counter() - t0, 1),
                          timed_runs=(timed.timed_runs or 0) + 1,  # how often its timed cells were timed
-                         bounds_timing=usage).to_json()
+                         # and where and when: the cores its timing was held to (none: any), the seconds since the epoch
+                         bounds_timing={**usage, "cores": list(cfg.bounds.cores), "timed_from": round(since, 3),
+                                        "timed_to": round(time.time(), 3)}).to_json()
     finally:
         shutil.rmtree(verdict_scratch, ignore_errors=True)
     results.save_result(out, student, result)

@@ -28,6 +28,9 @@ from .config import Config, nbgrader_env, write_course
 NBGRADER = nbgrader_command()
 
 
+RELEASE_TIMEOUT_S = 600  # how long `nbgrader generate_assignment` may take to release the lab once per run
+
+
 def build_template(cfg: Config, progress: bool = False) -> dict:
     """Release the lab once into OUT/template; return {notebook: {grade_id: max points}} in the
     order of the release notebook's cells (the lab's order: part 1's tests first)."""
@@ -46,7 +49,8 @@ def build_template(cfg: Config, progress: bool = False) -> dict:
         with tqdm(total=1, desc=f"releasing {cfg.lab} (nbgrader generate_assignment)", unit="lab",
                   disable=not progress) as bar:
             proc = subprocess.run([*NBGRADER, "generate_assignment", cfg.lab, "--force"], cwd=root,
-                                  env=nbgrader_env(root), capture_output=True, text=True, timeout=600)
+                                  env=nbgrader_env(root), capture_output=True, text=True,
+                                  timeout=RELEASE_TIMEOUT_S)
             bar.update()
         if proc.returncode != 0:
             raise SystemExit(f"nbgrader generate_assignment {cfg.lab} failed:\n{proc.stderr[-3000:]}")

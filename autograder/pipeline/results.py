@@ -62,7 +62,7 @@ class GradingResult:
     figures: dict | None = None  # notebook -> grade id -> {figure: [value, order]} (a leaderboard's)
     bounds: dict | None = None  # what its control group used (StudentBounds.usage)
     timed_runs: int | None = None  # how often its timed cells were timed
-    bounds_timing: dict | None = None  # what its control group used while they were
+    bounds_timing: dict | None = None  # what its control group used while they were, on which cores, from when to when
     pending: Scores | None = None  # the points held for unclear timings (hold_pending)
 
     # the keys in the order each shape has always been written in

@@ -7,9 +7,11 @@
    W at a time; a student whose grader process fails gets a short result that says so
    (results.GradingResult.failed), and the others go on;
 3. once every untimed check is over, the timed cells (grade.time_student), one student at a time, so that
-   nothing of another student runs beside a timing. A timing still unclear is timed once more, alone, at
-   the end (Config.timing_attempts); still unclear, its points are held until `--retime`;
-4. the results are merged (report.py).
+   nothing of another student runs beside a timing; or, with --timing-parallel, one student on each set of
+   cores of its own (`timing_cores`). A timing still unclear is timed once more, alone, at the end
+   (Config.timing_attempts); still unclear, its points are held until `--retime`;
+4. the results are merged (report.py); a shard (Config.shard) writes its manifest instead, and `merge`
+   merges the shards (shards.py).
 
 A run told to stop (SIGTERM, SIGINT) kills the steps in flight, records nothing for their students, sweeps
 what they left (cleanup.py) and raises spawn.Stopped; the students already graded keep their results, and
@@ -17,6 +19,7 @@ the same command grades the rest.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -27,9 +30,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from autograder.checks import hidden
+from autograder.sandbox import bounds as bounds_
 from autograder.sandbox import VERDICT_SLOTS, SandboxUnavailable, course_mounts, lock_down, python_paths, require
 
-from . import cleanup, nbgrader, results, spawn
+from . import cleanup, nbgrader, results, shards, spawn
 from .collect import collect, submission_hash
 from .config import Config, retime_command
 from .grade import sandbox_caps
@@ -41,24 +45,35 @@ from .untrusted import visible
 def grade_class(cfg: Config, progress: bool = True) -> list[dict]:
     """Grade every student of cfg.submissions (those without a current result), W at a time; merge.
     cfg is left as it is: the run grades under a copy with its output folder resolved and its key drawn."""
-    cfg = replace(cfg, out=Path(cfg.out).resolve(),
+    out = Path(cfg.out).resolve()
+    cfg = replace(cfg, out=out if cfg.shard is None else shards.shard_out(out, *cfg.shard),
                   run_key=cfg.run_key if cfg.run_key is not None else hidden.new_key())
     cfg.out.mkdir(parents=True, exist_ok=True)
     for line in cleanup.sweep(cfg.out):  # what a stopped run left: control groups, scratch mounts
         print(f"cleaned up: {visible(line)}", file=sys.stderr)
-    students = collect(Path(cfg.submissions), cfg.lab, cfg.out)
+    whole = collect(Path(cfg.submissions), cfg.lab, cfg.out)
+    students = whole if cfg.shard is None else {s: whole[s] for s in shards.members(list(whole), *cfg.shard)}
+    if cfg.shard is not None:  # written again once this run is over: a shard stopped halfway has none
+        (cfg.out / shards.MANIFEST).unlink(missing_ok=True)
     if cfg.only:
         unknown = set(cfg.only) - set(students)
         if unknown:
-            raise SystemExit(f"no submission for {sorted(unknown)}")
+            where = "" if cfg.shard is None else f" in shard {cfg.shard[0]}/{cfg.shard[1]}"
+            raise SystemExit(f"no submission for {sorted(unknown)}{where}")
     mode = sandbox_mode(cfg)
     if progress:
         print(f"sandbox: {mode}", file=sys.stderr)
+    if cfg.timing_parallel and timing_cores(cfg) == [()]:
+        print("--timing-parallel: timing one student at a time here (it needs root, control groups with the cpuset "
+              "controller, and cores for two students at once)", file=sys.stderr)
     caps = sandbox_caps(cfg)
     umask = os.umask(0o077) if caps is not None and caps.mode == "uid" else None  # what the grader writes: private
     try:
         with spawn.stopping():
-            return _grade_class(cfg, students, progress)
+            done = _grade_class(cfg, students, progress)
+            if cfg.shard is not None:  # finished: its manifest says so (a stopped shard has none)
+                shards.finish(cfg, students, whole)
+            return done
     finally:  # at the end, or when stopped: an earlier run's orphans this run waited for are gone by now
         for line in cleanup.sweep(cfg.out):
             print(f"cleaned up: {visible(line)}", file=sys.stderr)
@@ -87,7 +102,8 @@ def _grade_class(cfg: Config, students: dict, progress: bool) -> list[dict]:
     _grade_untimed_all(cfg, layout, students, to_grade(cfg, students), limit_s, progress)
     _time_all(cfg, layout, students, limit_s, progress)
     done = [r for s in students if (r := results.load_result(cfg.out, s)) is not None]
-    merge(cfg, layout, done, progress)
+    if cfg.shard is None:  # a shard's results are merged with the others' by `merge` (shards.py)
+        merge(cfg, layout, done, progress)
     return done
 
 
@@ -153,21 +169,73 @@ def _grade_untimed_all(cfg: Config, layout: dict, students: dict, todo: list[str
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def timing_cores(cfg: Config) -> list[tuple[int, ...]]:
+    """The disjoint sets of cores of the students timed at once: with --timing-parallel, the cores this process
+    may use cut into sets of ceil(Bounds.cpus) cores (the student's CPU bound), one student on each; else one
+    set, empty (one student at a time, on any core). One set too where no cpuset holds a student to its cores
+    (no control groups, --unsafe)."""
+    if not cfg.timing_parallel or cfg.unsafe or not bounds_.cpuset_available() or not bounds_.available()[0]:
+        return [()]
+    return timing_sets(os.sched_getaffinity(0), cfg.bounds.cpus)
+
+
+def timing_sets(cores, cpus: float) -> list[tuple[int, ...]]:
+    """`cores` cut into disjoint sets of ceil(cpus) cores, one per student timed at once; [()] (one student at a
+    time, on any core) when they make fewer than two sets. The rule export/cluster.py sizes a shard by."""
+    allowed = sorted(cores)
+    k = max(1, math.ceil(cpus))
+    sets = [tuple(allowed[j:j + k]) for j in range(0, len(allowed) - k + 1, k)]
+    return sets if len(sets) > 1 else [()]
+
+
 def _time_all(cfg: Config, layout: dict, students: dict, limit_s: float, progress: bool) -> None:
-    """The timed cells, one student at a time once every untimed check is over: nothing of another student
-    runs beside a timing (and its own sandbox is frozen while the grader times a baseline). A timing still
-    unclear is timed again, alone, at the end, up to cfg.timing_attempts times; then its points are held.
+    """The timed cells once every untimed check is over: one student at a time, so that nothing of another
+    student runs beside a timing (its own sandbox is frozen while the grader times a baseline); or, with
+    --timing-parallel, one student on each set of `timing_cores`, its control group and the grader timing it
+    held to those cores (a cpuset), so that nothing of another student runs on them. A timing still unclear
+    is timed again at the end, alone, up to cfg.timing_attempts times; then its points are held.
     (A run stopped between the two phases leaves marked cells: the next run times them.)"""
     chosen = [s for s in students if not cfg.only or s in cfg.only]
     again = [s for s in chosen if (r := results.load_result(cfg.out, s)) and results.to_time(r, pending=cfg.retime)]
     for attempt in range(cfg.timing_attempts):
         if attempt:
             again = [s for s in again if (r := results.load_result(cfg.out, s)) and r.get("pending")]
-        desc = "timing, one student at a time" if not attempt else "timing again what stayed unclear"
-        for s in tqdm(again, desc=desc, unit="student", disable=not progress or not again):
-            try:
-                in_own_process("time_student", cfg, layout, s, students[s], 0, cfg.run_key, limit_s=limit_s)
-            except Exception as err:  # noqa: BLE001 - its timed points stay held
-                r = results.load_result(cfg.out, s)
-                results.save_result(cfg.out, s, results.timing_failed(r, f"{type(err).__name__}: {err}",
-                                                                      retime_command(cfg, s)))
+        cores = timing_cores(cfg) if not attempt else [()]  # an unclear timing is timed again alone
+        if not again:
+            continue
+        if len(cores) > 1:
+            desc = f"timing, {len(cores)} students at once on cores of their own"
+        else:
+            desc = "timing, one student at a time" if not attempt else "timing again what stayed unclear"
+        _time_students(cfg, layout, students, again, cores, limit_s, desc, progress)
+
+
+def _time_students(cfg: Config, layout: dict, students: dict, todo: list[str], cores: list[tuple[int, ...]],
+                   limit_s: float, desc: str, progress: bool) -> None:
+    """Time each student of `todo` in a grader process of its own, one on each set of `cores` at a time (worker
+    slot j on set j)."""
+    free = list(enumerate(cores))
+    lock = threading.Lock()
+
+    def job(s: str) -> None:
+        with lock:
+            slot, own = free.pop()
+        try:
+            run = cfg if not own else replace(cfg, bounds=replace(cfg.bounds, cores=own))
+            in_own_process("time_student", run, layout, s, students[s], slot, cfg.run_key, limit_s=limit_s)
+        except Exception as err:  # noqa: BLE001 - its timed points stay held
+            r = results.load_result(cfg.out, s)
+            results.save_result(cfg.out, s, results.timing_failed(r, f"{type(err).__name__}: {err}",
+                                                                  retime_command(cfg, s)))
+        finally:
+            with lock:
+                free.append((slot, own))
+
+    pool = ThreadPoolExecutor(max_workers=len(cores))
+    try:
+        futures = [pool.submit(job, s) for s in todo]
+        for fut in tqdm(as_completed(futures), total=len(futures), desc=desc, unit="student",
+                        disable=not progress):
+            fut.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

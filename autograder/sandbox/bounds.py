@@ -50,6 +50,26 @@ class Bounds:
     processes: int = 512  # processes and threads at once, both its sandboxes together
     cpus: float = 1.0  # cores' worth of CPU time
     disk_mb: int = 1024  # its scratch folder (a tmpfs of this size; also counted in memory_mb)
+    # the cores its processes may run on (a cpuset), empty: any. A timing of several students at once gives each
+    # its own (schedule._time_all); no process of the group can leave them, whatever affinity it asks for
+    cores: tuple[int, ...] = ()
+
+
+def v1_hierarchies(cores: bool = True) -> tuple[str, ...]:
+    """The v1 hierarchies a group has folders in: every controller's, and the cpuset one where it is mounted
+    (a group with `Bounds.cores`; and whatever a grader left there)."""
+    extra = ("cpuset",) if cores and (CGROUP_FS / "cpuset" / "cgroup.procs").is_file() else ()
+    return V1_CONTROLLERS + extra
+
+
+def cpuset_available() -> bool:
+    """Whether a group can be held to cores of its own here (the cpuset controller, v1 or v2)."""
+    v = version()
+    if v == 1:
+        return "cpuset" in v1_hierarchies()
+    if v == 2:
+        return "cpuset" in (CGROUP_FS / "cgroup.controllers").read_text().split()
+    return False
 
 
 def _own_path(controller: str | None) -> str:
@@ -76,20 +96,29 @@ class Group:
     def __init__(self, name: str, bounds: Bounds):
         self.bounds, self.version = bounds, version()
         tag = f"speclab-{os.getpid()}"
+        if bounds.cores and not cpuset_available():
+            raise OSError("no cpuset controller here: a group cannot be held to cores of its own")
         if self.version == 1:
-            self.dirs = {c: CGROUP_FS / c / _own_path(c) / tag / name for c in V1_CONTROLLERS}
+            self.dirs = {c: CGROUP_FS / c / _own_path(c) / tag / name
+                         for c in v1_hierarchies(cores=bool(bounds.cores))}
         elif self.version == 2:
             own = CGROUP_FS / _own_path(None)
             parent = own / tag
+            wanted = V2_CONTROLLERS + (("cpuset",) if bounds.cores else ())
             if not parent.is_dir():
                 parent.mkdir()
-                (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in V2_CONTROLLERS))
+            enabled = (parent / "cgroup.subtree_control").read_text().split()
+            if any(c not in enabled for c in wanted):
+                (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
             self.dirs = {"unified": parent / name}
         else:
             raise OSError("no control groups: neither a unified hierarchy nor the v1 ones are mounted")
         try:
-            for d in self.dirs.values():
-                d.mkdir(parents=self.version == 1, exist_ok=True)
+            for c, d in self.dirs.items():
+                if c == "cpuset":  # v1: a cpuset folder starts with no cores and no memory nodes: its parent's first
+                    _make_cpuset_folders(d)
+                else:
+                    d.mkdir(parents=self.version == 1, exist_ok=True)
             self._limit()
         except OSError:
             self.remove()
@@ -114,12 +143,16 @@ class Group:
             self._write("pids", "pids.max", b.processes)
             self._write("cpu", "cpu.cfs_period_us", PERIOD_US)
             self._write("cpu", "cpu.cfs_quota_us", quota)
+            if b.cores:
+                self._write("cpuset", "cpuset.cpus", _cpu_list(b.cores))
         else:
             self._write("unified", "memory.max", memory)
             if (self.dirs["unified"] / "memory.swap.max").exists():
                 self._write("unified", "memory.swap.max", 0)
             self._write("unified", "pids.max", b.processes)
             self._write("unified", "cpu.max", f"{quota} {PERIOD_US}")
+            if b.cores:
+                self._write("unified", "cpuset.cpus", _cpu_list(b.cores))
 
     # ------------------------------------------------------------------ joining
     def procs_files(self) -> list[Path]:
@@ -254,9 +287,9 @@ def beside(group: "Group | None", name: str = "grader"):
         yield
         return
     v = group.version
-    homes = ([CGROUP_FS / c / _own_path(c) / "cgroup.procs" for c in V1_CONTROLLERS] if v == 1
+    peer = Group(name, group.bounds)  # on the student's cores too, when it has its own
+    homes = ([CGROUP_FS / c / _own_path(c) / "cgroup.procs" for c in peer.dirs] if v == 1
              else [CGROUP_FS / _own_path(None) / "cgroup.procs"])
-    peer = Group(name, group.bounds)
     try:
         if v == 1:
             if (peer.dirs["memory"] / "memory.memsw.limit_in_bytes").exists():  # never below the memory limit
@@ -386,7 +419,7 @@ def clean_up_after(pid: int, scratches: list[Path]) -> None:
     them killed) and the scratch tmpfs it mounted at `scratches`. A group is removed whole (every
     controller's folder of it at once), whichever hierarchy still shows it."""
     v = version()
-    tops = ({c: CGROUP_FS / c / _own_path(c) / f"speclab-{pid}" for c in V1_CONTROLLERS} if v == 1 else
+    tops = ({c: CGROUP_FS / c / _own_path(c) / f"speclab-{pid}" for c in v1_hierarchies()} if v == 1 else
             {"unified": CGROUP_FS / _own_path(None) / f"speclab-{pid}"} if v == 2 else {})
     names = sorted({d.name for top in tops.values() if top.is_dir() for d in top.iterdir() if d.is_dir()})
     for name in names:
@@ -423,6 +456,26 @@ def available() -> tuple[bool, bool, str]:
         shutil.rmtree(probe, ignore_errors=True)
         why.append(f"no size-capped scratch ({err})")
     return groups, scratch, "; ".join(why)
+
+
+def _cpu_list(cores) -> str:
+    """The kernel's list format of a set of cores: "0,2,3"."""
+    return ",".join(str(c) for c in sorted(cores))
+
+
+def _make_cpuset_folders(leaf: Path) -> None:
+    """Make a v1 cpuset folder and those above it that are missing, each given its parent's cores and memory
+    nodes (a cpuset with none can hold no process, nor can its children)."""
+    missing = []
+    d = leaf
+    while not d.is_dir():
+        missing.append(d)
+        d = d.parent
+    for d in reversed(missing):
+        d.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if not (d / name).read_text().strip():
+                (d / name).write_text((d.parent / name).read_text().strip())
 
 
 def _ids_in(files) -> set[int]:

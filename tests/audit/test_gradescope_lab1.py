@@ -108,6 +108,7 @@ def harness(tmp_path_factory, audit_grades):
     LEAK.unlink(missing_ok=True)
     for student, folder in uploads.items():
         results[student], runs[student] = gs.grade(folder, student)
+    audit_grades.figure("run_autograder_s", {s: r["wall_s"] for s, r in runs.items()})  # what each upload cost
     runs["leak"] = LEAK.read_text() if LEAK.exists() else None
     runs["source_changed"] = [str(p) for p, v in _snapshot(root / "source").items() if before.get(p) != v] + \
         [str(p) for p in before if not p.exists()]

@@ -90,6 +90,18 @@ def speculative_sample_batch(p, q, rng, drafts=None):
 '''
 
 
+# issue 53: samplers exact on every pair of at most 32 tokens that cut a distribution to its largest entries
+# (or below a threshold), and rows paired at random: the 32,000-token cases and the test of any two rows take
+# the law cell, and only it. (mutant, the parts the student solves, the cell it loses)
+CUT = (("sampler_residual_top_entries", {1, 2}, "test_sampler_exactness"),
+       ("sampler_draft_top_entries", {1, 2}, "test_sampler_exactness"),
+       ("sampler_threshold", {1, 2}, "test_sampler_exactness"),
+       ("sampler_top_k_before_test", {1, 2}, "test_sampler_exactness"),
+       ("batch_residual_top_entries", {5}, "test_batch_exactness"),
+       ("batch_threshold", {5}, "test_batch_exactness"),
+       ("batch_rows_paired_at_random", {5}, "test_batch_exactness"))
+
+
 def _students(release):
     ref = make_submission(LAB, release)
 
@@ -137,17 +149,7 @@ def _students(release):
     s["s19_rows_mirrored"] = (only_parts(mirrored, release, {5}), expected({5}, fake={"test_batch_exactness"}))
     s["s18_predraws_when_timed"] = (add_after(with_parts({5}), "impl_part5", PREDRAWS),
                                     expected({5}, fake={"test_batch_speed"}))
-    # issue 53: samplers exact on every pair of at most 32 tokens that cut a distribution to its largest entries
-    # (or below a threshold), and rows paired at random: the 32,000-token cases and the test of any two rows
-    # take the law cell, and only it
-    for i, (name, parts, cell) in enumerate((
-            ("sampler_residual_top_entries", {1, 2}, "test_sampler_exactness"),
-            ("sampler_draft_top_entries", {1, 2}, "test_sampler_exactness"),
-            ("sampler_threshold", {1, 2}, "test_sampler_exactness"),
-            ("sampler_top_k_before_test", {1, 2}, "test_sampler_exactness"),
-            ("batch_residual_top_entries", {5}, "test_batch_exactness"),
-            ("batch_threshold", {5}, "test_batch_exactness"),
-            ("batch_rows_paired_at_random", {5}, "test_batch_exactness"))):
+    for i, (name, parts, cell) in enumerate(CUT):
         cut = make_submission(LAB, release, next(m for m in MUTANTS if m.name == name))
         s[f"s{31 + i}_{name}"] = (only_parts(cut, release, parts), expected(parts, fake={cell}))
     for i in range(16, 18):  # two identical notebooks, graded side by side
@@ -212,8 +214,8 @@ def test_a_class_of_twenty_two_workers(tmp_path, audit_grades):
         results["s18_predraws_when_timed"]["problems"]
     assert not held["s18_predraws_when_timed"]
     # each cut sampler and the random pairing lose their law cell on an exactness failure that names it
-    for name in [n for n in students if n[:3] in ("s31", "s32", "s33", "s34", "s35", "s36", "s37")]:
-        cell = "test_batch_exactness" if "batch" in name else "test_sampler_exactness"
+    for i, (mutant, _, cell) in enumerate(CUT):
+        name = f"s{31 + i}_{mutant}"
         assert any(f"{cell}:" in p for p in results[name]["problems"]), (name, results[name]["problems"])
     assert all(re.search("not a valid notebook", " ".join(results[f"s{i}_invalid_json"]["problems"]))
                for i in range(24, 25))

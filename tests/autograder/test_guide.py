@@ -23,7 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "autograder" / "README.md"
 GRADER = "autograder"  # the owner of the grader's own options
-OTHER_PROGRAMS = ("docker", "podman", "nbgrader", "jupyter", "pip")  # their options are their business
+OTHER_PROGRAMS = ("docker", "podman", "nbgrader", "jupyter", "pip", "sbatch", "kubectl")  # their options are their business
 
 COMMAND = re.compile(r"python -m (?P<module>[\w.]+)|(?<![\w-])(?P<prog>speclab-grade|make|"
                      + "|".join(OTHER_PROGRAMS) + r")(?![\w-])")
@@ -63,6 +63,10 @@ def grader_options() -> dict[str, list[tuple[str, ...]]]:
     subs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction)).choices
     found = {name: options(sub) for name, sub in subs.items()}
     found[""] = options(_caught(cli.console))
+    from autograder.export import cluster  # `cluster` parses its own arguments: its schedulers' options
+
+    nested = next(a for a in cluster.parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    found["cluster"] = sorted({o for sub in nested.values() for o in options(sub)})
     return found
 
 

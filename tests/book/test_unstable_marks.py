@@ -12,6 +12,7 @@ from pathlib import Path
 import jupytext
 import pytest
 
+from speclab import measurements
 from speclab.timing import MAX_REL_IQR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +48,7 @@ def test_chapter_1_marks_the_roofline_cells_of_unstable_timings(unstable, marked
     ns = {"runs": {"reference": run_of(CH1_LABELS), "this build": run_of(CH1_LABELS, unstable)},
           "points": {run: [(name, 1.0, 2e9) for name in names] for run in ("reference", "this build")},
           "share": {run: [50.0] * 5 for run in ("reference", "this build")},
-          "m_rows": [1, 2, 128], "K_DRAFT": 4, "MAX_REL_IQR": MAX_REL_IQR,
+          "m_rows": [1, 2, 128], "K_DRAFT": 4, "measurements": measurements,
           "Markdown": lambda text: text, "display": shown.append, "print": lambda *a, **k: printed.append(a)}
     exec(code, ns)
     rows = shown[0].splitlines()[2:]
@@ -67,7 +68,7 @@ def test_chapter_1_says_when_this_builds_roofs_are_unstable(stable):
     code = code[code.index("ridge_ratio = "):]
     ns = {"F": {"reference": 2.0, "this build": 2.0}, "B": {"reference": 1.0, "this build": 1.0},
           "runs": {"this build": run_of(CH1_LABELS, None if stable else ("roofs", "copy 96 MiB"))},
-          "MAX_REL_IQR": MAX_REL_IQR}
+          "measurements": measurements}
     exec(code, ns)
     assert ("not reliable" in ns["roofs_words"]) != stable
 
@@ -78,7 +79,8 @@ def test_chapter_7_marks_this_builds_costs(stable):
     code = code[code.index("# a run's costs are marked"):code.index("for run, s in cost.items()")]
     labels = {"passes": ["target m=1", "target m=9", "draft m=1"]}
     ns = {"runs": {"reference": run_of(labels), "this build": run_of(labels, None if stable
-                                                                     else ("passes", "draft m=1"))}}
+                                                                     else ("passes", "draft m=1"))},
+          "measurements": measurements}
     exec(code, ns)
     assert ns["mark"]["reference"] == ""
     assert ns["mark"]["this build"] == ("" if stable else " (unstable)")
@@ -94,6 +96,16 @@ def test_chapter_9_says_when_its_live_figure_is_unstable(stable):
     labels = {"x": ["target m=1", "target m=5"]}
     live = run_of(labels, None if stable else ("x", "target m=5"))["x"]
     ns = {"put": put.__setitem__, "v4": {"reference": 1.5, "this build": 1.6},
-          "passes": {"this build": live}, "nb": type("B", (), {"weights": 9, "total": 10})()}
+          "passes": {"this build": live}, "nb": type("B", (), {"weights": 9, "total": 10})(),
+          "measurements": measurements}
     exec(code, ns)
     assert ("not a reliable figure" in put["ch9_m8_live"]) != stable
+    assert (measurements.UNSTABLE_MEANS in put["ch9_m8_live"]) != stable
+
+
+def test_the_one_rule_names_the_unstable_timings_among_those_asked():
+    run = run_of({"passes": ["target m=1", "target m=5", "draft m=1"]}, ("passes", "draft m=1"))["passes"]
+    assert measurements.unstable(run) == ["draft m=1"]
+    assert measurements.unstable(run, ["target m=1", "target m=5"]) == []
+    assert measurements.unstable(run, ["draft m=1"]) == ["draft m=1"]
+    assert f"{100 * MAX_REL_IQR:.0f} %" in measurements.UNSTABLE_MEANS

@@ -34,6 +34,11 @@ class Grades:
 
     def __init__(self):
         self.students: dict[str, dict] = {}
+        self.figures: dict[str, object] = {}  # what the audit measured, by name, for its report and the changelog
+
+    def figure(self, name: str, value) -> None:
+        """Record a measurement (a number, a list or a table of them) in the report under `figures`."""
+        self.figures[name] = value
 
     def student(self, name: str, scores: dict[str, float], expected: dict[str, object],
                 held: dict[str, bool] | None = None, pending: dict[str, float] | None = None) -> None:
@@ -91,6 +96,7 @@ class AuditPlugin:
                      "busy_loops": 2 if reports.AUDITS[self.name].loaded else 0},
             "tests": {n.split("::", 1)[1]: self.outcomes[n] for n in self.collected},
             "students": self.grades.students,
+            **({"figures": self.grades.figures} if self.grades.figures else {}),
             "left_behind": left,
         })
         print(f"\naudit {self.name}: report written to {path.relative_to(reports.ROOT)}")

@@ -50,7 +50,9 @@ CAUGHT_BY = {
     # a knob error of the first step, diluted in the token cases: the sequence case, where the knobs bite
     "knobs_on_p_only": ["sampling_sequence"],
 }
-NEWEST = ["bonus_without_knobs", "knobs_in_wrong_order", "knobs_on_p_only"]  # run by make test too
+# run by make test too; knobs_on_p_only is caught only by the sequence case run to its full size (90 s here),
+# so it is left to the catalog audit, which calls every mutant against its check under a key
+NEWEST = ["bonus_without_knobs", "knobs_in_wrong_order"]
 TEST_KEY = bytes(range(32))  # a grading run's key (autograder/checks/hidden.py), fixed so a failure reproduces
 
 

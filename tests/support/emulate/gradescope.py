@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -176,7 +177,7 @@ class Container:
     def grade(self, folder: Path, name: str) -> tuple[dict, dict]:
         from autograder.export.gradescope import NEEDS_MB
 
-        """(results.json, {stdout, peak_mb, oom_kills}) of one upload, in a memory cgroup at NEEDS_MB where
+        """(results.json, {stdout, peak_mb, oom_kills, wall_s}) of one upload, in a memory cgroup at NEEDS_MB where
         this machine allows one."""
         root = self.root
         shutil.rmtree(root / "submission", ignore_errors=True)
@@ -184,15 +185,17 @@ class Container:
         shutil.copytree(folder, root / "submission")
         (root / "results").mkdir()
         limit = memory_limit(NEEDS_MB, self.tmp / "cgroup") if can_limit_memory() else None
+        t0 = time.perf_counter()
         with limit or _no_limit() as group:
             proc = subprocess.run(self.confined([str(root / "run_autograder")]), cwd=root, env=self.env,
                                   capture_output=True, text=True, timeout=scaled(1800),
                                   preexec_fn=group.enter if group else None)
+        wall = time.perf_counter() - t0
         if proc.returncode != 0:
             raise RuntimeError(f"run_autograder failed: {proc.stdout[-3000:]}{proc.stderr[-3000:]}")
         data = json.loads((root / "results" / "results.json").read_text())
         run = {"stdout": proc.stdout, "peak_mb": group.peak_mb if group else None,
-               "oom_kills": group.oom_kills if group else None}
+               "oom_kills": group.oom_kills if group else None, "wall_s": round(wall, 1)}
         print(f"\n===== results.json of {self.lab}'s {name} submission (peak memory {run['peak_mb']} MB of "
               f"{NEEDS_MB if group else 'no limit'})\n" + json.dumps(data, indent=1))
         return data, run
