@@ -14,6 +14,12 @@ The fifth run is left to finish. Afterwards: no control group of the grader, no 
 folder and no process of the sandboxes' uids is left; every student has a result with full marks; each result
 file was written once (a thread watches every result file's modification time throughout); and the last run
 says it removed what the group kill left (a control group or a scratch mount, whichever the kill found).
+
+What is "left" is this test's own: `make test` grades other classes beside it, in the other process, with the same
+sandbox uids. A control group counts when it is named after one of this test's grader processes (`Graders` records
+every process of each run's process group, sampled every 20 ms; a grader lives for seconds); a sandbox uid's process
+when it is in one of those groups or in no grader's group at all (one that escaped); a scratch mount when it is under
+this test's output folder.
 """
 from __future__ import annotations
 
@@ -77,12 +83,46 @@ class Writes(threading.Thread):
             time.sleep(0.02)
 
 
-def _left(out: Path) -> dict:
+class Graders(threading.Thread):
+    """The ids of every process of the current run's process group (its main process and its graders), sampled
+    every 20 ms until stopped: a run is started in a session of its own, and a grader is its main process's child."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.pids, self.group, self.stop = set(), None, threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            group = self.group
+            if group is not None:
+                for name in os.listdir("/proc"):
+                    if name.isdigit():
+                        try:
+                            if os.getpgid(int(name)) == group:
+                                self.pids.add(int(name))
+                        except OSError:  # gone meanwhile
+                            pass
+            time.sleep(0.02)
+
+
+def _group_of(pid: int) -> str | None:
+    """The name of the grader's control group (speclab-<pid>) the process is in, if any."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    return next((m.group(0) for ln in lines if (m := re.search(r"speclab-\d+", ln))), None)
+
+
+def _left(out: Path, ours: set[int]) -> dict:
+    """What this test's runs left: their graders' control groups, sandbox processes in those groups or in none,
+    scratch mounts under OUT."""
+    names = {f"speclab-{pid}" for pid in ours}
     uids = {u for slot in range(4) for u in slot_uids(slot)}
-    return {**reports.left_behind(), "mounts under OUT": [ln.split()[1] for ln in
-                                                          Path("/proc/mounts").read_text().splitlines()
-                                                          if ln.split()[1].startswith(str(out))],
-            "processes": sorted(p for u in uids for p in processes_of(u))}
+    return {"control_groups": [g for g in reports.left_behind()["control_groups"] if Path(g).name in names],
+            "mounts under OUT": [ln.split()[1] for ln in Path("/proc/mounts").read_text().splitlines()
+                                 if ln.split()[1].startswith(str(out))],
+            "processes": sorted(p for u in uids for p in processes_of(u) if _group_of(p) in names | {None})}
 
 
 def _stop(proc: subprocess.Popen, how: str) -> None:
@@ -105,8 +145,9 @@ def test_a_run_stopped_in_every_way_leaves_nothing_and_grades_each_student_once(
         (subs / s / F.LAB).mkdir(parents=True)
         nbformat.write(F.student(release, F.SOLUTION, after=["import time\ntime.sleep(1)"]),
                        subs / s / F.LAB / f"{F.LAB}.ipynb")
-    writes = Writes(out / "results")
+    writes, graders = Writes(out / "results"), Graders()
     writes.start()
+    graders.start()
     args = [sys.executable, "-c", RUN, str(subs), str(out), str(course)]
 
     def results() -> int:
@@ -115,6 +156,7 @@ def test_a_run_stopped_in_every_way_leaves_nothing_and_grades_each_student_once(
     for how in STOPS:
         before = results()
         run = subprocess.Popen(args, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        graders.group = run.pid  # a session of its own: its process group's id is its pid
         deadline = time.monotonic() + 600
         while results() == before and time.monotonic() < deadline and run.poll() is None:
             time.sleep(0.05)
@@ -123,21 +165,30 @@ def test_a_run_stopped_in_every_way_leaves_nothing_and_grades_each_student_once(
         said = run.communicate(timeout=120)[0].decode()
         if how in ("SIGTERM", "SIGINT"):  # told to stop: it stops soon, and cleans up itself
             assert run.returncode == 3 and f"stopped {how}" in said, (how, said[-3000:])
-            left = _left(out)
+            left = _left(out, graders.pids)
             assert not any(left.values()), (how, left)
     assert results() < len(STUDENTS)  # the last run has students left to grade
-    last = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    last = subprocess.Popen(args, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    graders.group = last.pid
+    last_out, last_err = last.communicate(timeout=900)
     writes.stop.set()
+    graders.stop.set()
     writes.join()
-    assert last.returncode == 0 and f"graded {len(STUDENTS)}" in last.stdout, last.stdout[-3000:] + last.stderr[-3000:]
+    graders.join()
+    assert last.returncode == 0 and f"graded {len(STUDENTS)}" in last_out, last_out[-3000:] + last_err[-3000:]
     # the graders the group kill took down left what they held at that moment (a control group, a scratch mount, or
     # both, depending on where in a student the kill found them): the last run found and removed it, and says so
     gone = r"cleaned up: (removed the control groups|unmounted) .*(which is gone|left by a grader that is gone)"
-    assert re.search(gone, last.stderr), last.stderr[-3000:]
+    assert re.search(gone, last_err), last_err[-3000:]
+    # what counts as this test's is what it sampled: its graders were seen (more processes than the runs' main
+    # ones), and every control group the last run removed was named after one of them
+    assert len(graders.pids) > len(STOPS) + 1, graders.pids
+    removed = {int(pid) for pid in re.findall(r"control groups of grader process (\d+)", last_err)}
+    assert removed <= graders.pids, (removed, last_err[-3000:])
     deadline = time.monotonic() + 30
-    while any(_left(out).values()) and time.monotonic() < deadline:  # an orphan's last moments
+    while any(_left(out, graders.pids).values()) and time.monotonic() < deadline:  # an orphan's last moments
         time.sleep(0.5)
-    left = _left(out)
+    left = _left(out, graders.pids)
     assert not any(left.values()), left
     scores = {s: json.loads((out / "results" / f"{s}.json").read_text())["score"] for s in STUDENTS}
     assert scores == {s: 5.0 for s in STUDENTS}, scores
