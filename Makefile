@@ -19,6 +19,22 @@ TORCH_INDEX_ARG = $(shell test -n '$(TORCH_INDEX)' && $(PYTHON) -c 'import urlli
 # (python-jsonschema/jsonschema#1428). The set-up keeps the release before it; requirements.txt stays open.
 # Elsewhere the grader still marks the package absent in its own processes (autograder/inside/nbgrader_cmd.py).
 SETUP_PINS := jsonschema<4.24
+# pip's configured sources (`pip config list`: index, extra indexes, find-links, constraints), as uv's flags
+define PIP_SOURCES_TO_UV
+import ast, shlex, subprocess, sys
+listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+flag = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links",
+        "constraint": "--constraint"}
+args = []
+for line in listed.splitlines():
+    key, _, value = line.partition("=")
+    name = key.rsplit(".", 1)[-1]
+    for item in ast.literal_eval(value).split() if name in flag else ():
+        if [flag[name], item] not in [args[i:i + 2] for i in range(0, len(args), 2)]:
+            args += [flag[name], item]
+print(shlex.join(args))
+endef
+export PIP_SOURCES_TO_UV
 STAMP := $(VENV)/.installed-$(shell echo '$(TORCH_SPEC) $(SETUP_PINS)' | md5sum | cut -c1-8)
 JB_FLAGS := -W -n --keep-going
 
@@ -40,8 +56,12 @@ help:
 # Installs only when requirements.txt or pyproject.toml changed since the last install.
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-compile $(TORCH_INDEX_ARG) -r requirements.txt "$(TORCH_SPEC)" "$(SETUP_PINS)"
+	@# uv installs what pip would (the same requirements, pip's own configured indexes, links and constraints,
+	@# and pip's choice of the best version across them), about ten times faster, and keeps build back-ends'
+	@# notices to itself; where uv cannot be had or fails, pip does the install as before.
+	$(PY) -m pip install -q uv && $(VENV)/bin/uv pip install -q --python $(PY) --index-strategy unsafe-best-match \
+	    $$($(PY) -c "$$PIP_SOURCES_TO_UV") $(TORCH_INDEX_ARG) -r requirements.txt "$(TORCH_SPEC)" "$(SETUP_PINS)" \
+	  || $(PY) -m pip install -q --no-compile $(TORCH_INDEX_ARG) -r requirements.txt "$(TORCH_SPEC)" "$(SETUP_PINS)"
 	@# Byte-compiled once here, on every core (pip compiles one file at a time): where PYTHONDONTWRITEBYTECODE
 	@# is set, as on the course's machines, nothing compiled later is kept. A few of torch's files are in
 	@# Python 3.12 syntax and do not compile; pip's own step skips them the same way.

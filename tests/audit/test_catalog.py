@@ -9,8 +9,9 @@ an audit, not `make test`: its report is stale as soon as a lab's checks, catalo
 pairings of rows, tests/autograder/checks/test_lab1.py; Lab 2's knob mutants, test_lab2.py).
 
 With them, Lab 1's design figures, which hold for the checks as written and cost tens of seconds to re-derive:
-issue 14's eps targets met at the smallest n of each targeted case, and the timed output check's power on
-every pair the speed test can draw.
+issue 14's eps targets met at the smallest n of each targeted case, the timed output check's power on
+every pair the speed test can draw, and issue 53's 32,000-token cases (each cut sampler refused, the class power
+over every cut, the sizes the smallest round ones at the target, the false failure by simulation).
 
 Each mutant is recorded as a student whose refused cell scored 0, as expected. How a Lab 1 mutant meets its part's
 checks is tests/autograder/checks/test_lab1.py's (`refusals`); Lab 2's table of which check refuses which mutant,
@@ -28,7 +29,11 @@ from scipy import stats as st
 from autograder.audit.mutants.lab1 import MUTANTS as LAB1_MUTANTS
 from autograder.checks import lab1 as L1
 L = L1  # the design tests below name the lab L, as test_lab1.py does
+from autograder.checks import hidden, lab1_ranks as R
 from autograder.checks import stats as S
+from autograder.checks.lab1_cases import BIG, N_BIG, batch_cases, sampler_cases
+from autograder.checks.stats import ExactnessFailure
+from autograder.audit.mutants import namespace
 from speclab import speedtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "autograder" / "checks"))
@@ -136,3 +141,90 @@ def test_the_timed_output_check_has_its_power_on_every_drawn_pair_and_catches_ma
     upper = st.beta.ppf(1 - 1e-6, hits + 1, trials - hits)
     assert upper < 0.006, (hits, upper)
     assert (upper + (1 - S.POWER)) ** speedtest.LOOKS[0] < 1e-14
+
+
+# ------------------------------------------------------------------ Lab 1's 32,000-token cases (issue 53)
+# The cut samplers refused by the rank cases under a key, and the design of those cases: the class power over
+# every cut, the sizes as the smallest round ones at the target, and the stated false failure by simulation.
+# tests/autograder/checks/test_lab1_ranks.py keeps the cases' arithmetic and the reference passing them.
+CUT_SAMPLERS = ["sampler_residual_top_entries", "sampler_draft_top_entries", "sampler_threshold",
+                "sampler_top_k_before_test", "batch_residual_top_entries", "batch_threshold"]
+TEST_KEY = bytes(range(32))  # as tests/autograder/checks/test_lab1.py
+
+
+def big(cases) -> list:
+    return [c for c in cases if isinstance(c, R.RankCase)]
+
+
+def test_false_failure_by_simulation_at_a_large_budget():
+    """At a budget of 0.2 the tests reject samples drawn from the exact law no more often than false_failure says
+    (which is <= the budget): 2000 simulated hidden tests, counts drawn from the law directly."""
+    p, _ = R.big_pair()
+    cdf = np.cumsum(p)
+    case = R.law_case("law", 2000, lambda fn, rng, n: np.minimum(np.searchsorted(cdf, rng.random(n) * cdf[-1],
+                                                                                side="right"), len(p) - 1))
+    stated = case.false_failure(0.2)
+    assert 0.02 < stated <= 0.2
+    rng = np.random.default_rng(5)
+    fails = 0
+    for _ in range(2000):
+        try:
+            case.check(None, rng, 0.2)
+        except ExactnessFailure:
+            fails += 1
+    # the rate is <= stated; 2000 runs: 4 standard deviations above it (a false failure of this test: ~3e-5)
+    assert fails / 2000 <= stated + 4 * np.sqrt(stated * (1 - stated) / 2000), (fails, stated)
+
+
+def test_class_power_meets_the_target_and_is_the_least_over_the_members():
+    """Every family of cut samplers at total variation >= CLASS_EPS is caught with probability >= 0.999 by each
+    sampler's 32,000-token cases; the least power is that of its member (checked directly)."""
+    cases = sampler_cases()
+    law, coupled = big(cases)
+    budget = L.ALPHA_CELL / len(cases)
+    table = R.class_power(law, coupled, budget)
+    p, q = R.keyed_pair()
+    for family, entry in table.items():
+        assert entry["members"] > 100 and entry["least_power"] >= 0.999, (family, entry)
+        m = entry["at"]["m"]
+        output, coupling = R.truncated_law(family, m, p, q)
+        assert 0.5 * np.abs(output - p).sum() >= R.CLASS_EPS
+        direct = max(law.power(budget, output), coupled.power(budget, coupling) if family == "residual" else 0.0)
+        assert direct == pytest.approx(entry["least_power"], abs=1e-9)
+
+
+@pytest.mark.parametrize("name", CUT_SAMPLERS)
+def test_each_cut_sampler_fails_a_32000_token_case_under_a_key(name):
+    """Issue 53: the catalog's samplers that cut a distribution short are refused by the new cases, called as the
+    cells call them (run_case at the cell's budget), under a key; each is exact on the small pairs."""
+    m = next(m for m in LAB1_MUTANTS if m.name == name)
+    fn = getattr(namespace("lab1", m), m.replaces)
+    with hidden.keyed(TEST_KEY):
+        cases = batch_cases() if m.part == 5 else sampler_cases()
+        failure = None
+        for case in big(cases):  # the law case, then the coupling case: the first failure ends the cell
+            try:
+                L.run_case(case, fn, np.random.default_rng(2026), L.ALPHA_CELL / len(cases))
+            except ExactnessFailure as err:
+                failure = str(err)
+                break
+    assert failure and BIG in failure and ("ranked beyond" in failure or "came after a rejection" in failure), \
+        failure
+
+
+def test_sizes_are_the_smallest_round_ones_at_the_target():
+    """N_BIG are the smallest multiples of 1000 at which the class power reaches 0.999 (a design, not a guess):
+    1000 fewer outcomes in the law case (for the draft family), or in the coupling case (for the residual family),
+    miss it."""
+    cases = sampler_cases()
+    law, coupled = big(cases)
+    budget = L.ALPHA_CELL / len(cases)
+
+    def least(n_law: int, n_coupled: int) -> float:
+        a = R.RankCase(law.name, law.law, n_law, law.draw, law.tails)
+        b = R.RankCase(coupled.name, coupled.law, n_coupled, coupled.draw, coupled.tails)
+        return min(f["least_power"] for f in R.class_power(a, b, budget).values())
+
+    assert least(N_BIG["law"], N_BIG["coupling"]) >= 0.999
+    assert least(N_BIG["law"] - 1000, N_BIG["coupling"]) < 0.999
+    assert least(N_BIG["law"], N_BIG["coupling"] - 1000) < 0.999
