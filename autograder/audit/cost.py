@@ -144,12 +144,13 @@ def grade_copies(lab: str, n: int, workers: int, parallel: bool, base: Path) -> 
 
     cfg = Config(lab, base / "subs", base / "out", REPO_ROOT, workers=workers, force=True, timing_parallel=parallel)
     layout = build_template(cfg)
-    release = nbformat.read(cfg.out / "template" / "labs" / lab / f"{lab}.ipynb", as_version=4)
-    for i in range(n):
-        for nb in layout:
+    for nb in layout:  # each notebook of the release, its cells answered by the reference's
+        release = nbformat.read(cfg.out / "template" / "labs" / lab / f"{nb}.ipynb", as_version=4)
+        answered = make_submission(lab, release)
+        for i in range(n):
             folder = cfg.submissions / f"student{i:03d}" / lab
             folder.mkdir(parents=True, exist_ok=True)
-            nbformat.write(make_submission(lab, release), folder / f"{nb}.ipynb")
+            nbformat.write(answered, folder / f"{nb}.ipynb")
     t0 = time.time()
     results = grade_class(cfg, progress=False)
     wall = time.time() - t0

@@ -137,35 +137,47 @@ def _grade_untimed_all(cfg: Config, layout: dict, students: dict, todo: list[str
     """Every student of `todo`'s untimed checks, cfg.workers at a time, each in a grader process of its own
     on a worker slot of its own (a uid pair per slot: policy.slot_uids)."""
     workers = min(max(1, cfg.workers), VERDICT_SLOTS - 1)
-    slots = list(range(workers))
-    lock = threading.Lock()
 
-    def job(s: str) -> str | None:
+    def job(s: str, slot: int, _own) -> str | None:
         """None when graded (the grader process wrote the result), else why not."""
-        with lock:
-            slot = slots.pop()
         try:
             in_own_process("grade_untimed", cfg, layout, s, students[s], slot, cfg.run_key, limit_s=limit_s)
             return None
         except Exception as err:  # noqa: BLE001 - one student's failure must not stop the class
             return f"{type(err).__name__}: {err}"
+
+    def record(s: str, why: str | None) -> None:
+        # a failure is recorded here, in the main thread, where a stop signal is handled first: a grader
+        # process that a Ctrl-C killed is a stopped student (nothing recorded), never a failed one
+        if why is not None and not spawn.STOP.is_set():
+            result = results.GradingResult.failed(s, cfg.lab, layout, why).to_json()
+            results.publish(cfg.out, cfg.lab, cfg.out / "work" / s, s, result, cfg.out / "work" / ".verdict" / s)
+
+    _on_slots(todo, [()] * workers, job, record, f"grading {cfg.lab}", progress)
+
+
+def _on_slots(todo: list[str], sets: list[tuple[int, ...]], job, record, desc: str, progress: bool) -> None:
+    """job(student, slot, cores) for every student of `todo`, len(sets) at a time, each on a worker slot of its
+    own (slot j holds set j of cores); record(student, what job returned) in this thread, as each ends, with a
+    progress bar. Stopped, the students not started are not started and those in flight end (spawn.STOP)."""
+    free = list(enumerate(sets))
+    lock = threading.Lock()
+
+    def on_a_slot(s: str):
+        with lock:
+            slot, own = free.pop()
+        try:
+            return job(s, slot, own)
         finally:
             with lock:
-                slots.append(slot)
+                free.append((slot, own))
 
-    pool = ThreadPoolExecutor(max_workers=workers)
+    pool = ThreadPoolExecutor(max_workers=len(sets))
     try:
-        futures = {pool.submit(job, s): s for s in todo}
-        for fut in tqdm(as_completed(futures), total=len(futures), desc=f"grading {cfg.lab}", unit="student",
-                        disable=not progress):
-            why = fut.result()
-            # a failure is recorded here, in the main thread, where a stop signal is handled first: a grader
-            # process that a Ctrl-C killed is a stopped student (nothing recorded), never a failed one
-            if why is not None and not spawn.STOP.is_set():
-                s = futures[fut]
-                result = results.GradingResult.failed(s, cfg.lab, layout, why).to_json()
-                results.publish(cfg.out, cfg.lab, cfg.out / "work" / s, s, result, cfg.out / "work" / ".verdict" / s)
-    finally:  # stopped: the students not started are not started; those in flight see STOP and end
+        futures = {pool.submit(on_a_slot, s): s for s in todo}
+        for fut in tqdm(as_completed(futures), total=len(futures), desc=desc, unit="student", disable=not progress):
+            record(futures[fut], fut.result())
+    finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -197,10 +209,11 @@ def _time_all(cfg: Config, layout: dict, students: dict, limit_s: float, progres
     (A run stopped between the two phases leaves marked cells: the next run times them.)"""
     chosen = [s for s in students if not cfg.only or s in cfg.only]
     again = [s for s in chosen if (r := results.load_result(cfg.out, s)) and results.to_time(r, pending=cfg.retime)]
+    parallel = timing_cores(cfg)
     for attempt in range(cfg.timing_attempts):
         if attempt:
             again = [s for s in again if (r := results.load_result(cfg.out, s)) and r.get("pending")]
-        cores = timing_cores(cfg) if not attempt else [()]  # an unclear timing is timed again alone
+        cores = parallel if not attempt else [()]  # an unclear timing is timed again alone
         if not again:
             continue
         if len(cores) > 1:
@@ -214,12 +227,7 @@ def _time_students(cfg: Config, layout: dict, students: dict, todo: list[str], c
                    limit_s: float, desc: str, progress: bool) -> None:
     """Time each student of `todo` in a grader process of its own, one on each set of `cores` at a time (worker
     slot j on set j)."""
-    free = list(enumerate(cores))
-    lock = threading.Lock()
-
-    def job(s: str) -> None:
-        with lock:
-            slot, own = free.pop()
+    def job(s: str, slot: int, own: tuple[int, ...]) -> None:
         try:
             run = cfg if not own else replace(cfg, bounds=replace(cfg.bounds, cores=own))
             in_own_process("time_student", run, layout, s, students[s], slot, cfg.run_key, limit_s=limit_s)
@@ -227,15 +235,5 @@ def _time_students(cfg: Config, layout: dict, students: dict, todo: list[str], c
             r = results.load_result(cfg.out, s)
             results.save_result(cfg.out, s, results.timing_failed(r, f"{type(err).__name__}: {err}",
                                                                   retime_command(cfg, s)))
-        finally:
-            with lock:
-                free.append((slot, own))
 
-    pool = ThreadPoolExecutor(max_workers=len(cores))
-    try:
-        futures = [pool.submit(job, s) for s in todo]
-        for fut in tqdm(as_completed(futures), total=len(futures), desc=desc, unit="student",
-                        disable=not progress):
-            fut.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    _on_slots(todo, cores, job, lambda s, _: None, desc, progress)

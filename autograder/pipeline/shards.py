@@ -98,7 +98,7 @@ class Refused(SystemExit):
     """merge refuses the shards (the message says which and what to do)."""
 
 
-def _command(m: Manifest | None, lab: str, submissions: str, out: Path, i: int, n: int) -> str:
+def _command(lab: str, submissions: str, out: Path, i: int, n: int) -> str:
     return f"python -m autograder grade {lab} {submissions} --out {out} --shard {i}/{n}"
 
 
@@ -121,7 +121,7 @@ def check(out: Path) -> list[tuple[Path, Manifest]]:
     unfinished = [i for i in range(n) if i not in done]
     if unfinished:
         raise Refused(f"{len(unfinished)} of {n} shards not finished (no {MANIFEST}): "
-                      + "; ".join(_command(None, lab, subs, out, i, n) for i in unfinished)
+                      + "; ".join(_command(lab, subs, out, i, n) for i in unfinished)
                       + " (a shard that was stopped resumes where it stopped)")
     shards = [done[i] for i in range(n)]
     for what in ("lab", "class_sha256"):
@@ -136,7 +136,7 @@ def check(out: Path) -> list[tuple[Path, Manifest]]:
             r = results.load_result(folder, s)
             if r is None:
                 raise Refused(f"shard {m.shard}: no result for {s!r} in {folder / 'results'}; grade the shard "
-                              f"again: {_command(m, m.lab, m.submissions, out, m.shard, n)}")
+                              f"again: {_command(m.lab, m.submissions, out, m.shard, n)}")
             version = r.get("grader_version")  # absent from a failed student's result, which says so itself
             if version is not None:
                 versions.setdefault(version, []).append(f"shard {m.shard}")
