@@ -82,7 +82,7 @@ AUDITS = {a.name: a for a in (
                               "implementation, quiet and under two busy loops; the pending count under load; Lab 1's "
                               "students who try to buy the point.", labs=("lab1", "lab2"),
           extra=("autograder/audit/timing_agreement.py", "autograder/audit/correct.py", "autograder/audit/timing_load.py"),
-          loaded=True, command=("-m", "autograder.audit.timing_agreement", "--quiet", "lab1=7", "lab2=3", "--loaded",
+          loaded=True, command=("-m", "autograder.audit.timing_agreement", "--quiet", "lab1=7", "lab2=5", "--loaded",
                                 "10", "--busy", "2", "--report")),
     Audit("timing_parallel", "Lab 1's speed cell of four correct students timed two at a time on cores of their own, "
                              "and one at a time, in turn: the same verdicts, the figures within the tolerance.",

@@ -1,6 +1,6 @@
 """What the notebook prints is what the grader measures, quiet and under load, for both labs' speed cells.
 
-    python -m autograder.audit.timing_agreement [--quiet lab1=7 lab2=3] [--loaded 10] [--busy 2] [--report]
+    python -m autograder.audit.timing_agreement [--quiet lab1=7 lab2=5] [--loaded 10] [--busy 2] [--report]
 
 `make audit timing_agreement` runs it with --report and writes autograder/audit/reports/timing_agreement.json.
 
@@ -32,7 +32,10 @@ less. Lab 1's figure is a loop over a vectorised call, so the notebook's own fig
 measured the reference at 65x, 87x and 104x in the notebook alone. A grader figure compared with a notebook figure
 taken minutes earlier (as this audit did first) compares two states of the machine, not two ways of measuring; a
 grader figure over the notebook figure taken just before it compares the ways of measuring in one state, mostly, and
-the median of such ratios (seven for Lab 1) leaves out the pairs a change of state split. Each figure, each ratio,
+the median of such ratios (seven for Lab 1, five for Lab 2) leaves out the pairs a change of state split. Lab 2
+had three pairs until one run's quiet grader figures for its slowest correct decoder, 1.42, 1.66 and 1.52, put the
+median under the 1.56 margin that three other runs passed at 1.62 to 1.66: the margin stays, and the median of five
+moves less with one slow round. Each figure, each ratio,
 and the ratio of the two sides' medians are in the report; every ratio within 25 % is a target ("targets"): met, or
 how far off.
 
@@ -342,7 +345,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labs", nargs="+", default=["lab1", "lab2"])
-    ap.add_argument("--quiet", nargs="+", default=["lab1=7", "lab2=3"],
+    ap.add_argument("--quiet", nargs="+", default=["lab1=7", "lab2=5"],
                     help="quiet timings per implementation, notebook and grader each: N for every lab, or LAB=N")
     ap.add_argument("--loaded", type=int, default=10, help="gradings per implementation under the busy loops")
     ap.add_argument("--busy", type=int, default=2, help="outside busy-loop processes")
