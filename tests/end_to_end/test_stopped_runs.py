@@ -12,11 +12,11 @@ is stopped once a new result file appears, in one way each:
 - SIGKILL of the main process's whole group: the graders die too, leaving control groups and scratch mounts.
 The fifth run is left to finish. Afterwards: no control group of the grader, no scratch mount under the output
 folder and no process of the sandboxes' uids is left; every student has a result with full marks; each result
-file was written once (a thread watches every result file's modification time throughout); and the last run
+file was written once (a thread, `Watch`, samples every result file's modification time throughout); and the last run
 says it removed what the group kill left (a control group or a scratch mount, whichever the kill found).
 
 What is "left" is this test's own: `make test` grades other classes beside it, in the other process, with the same
-sandbox uids. A control group counts when it is named after one of this test's grader processes (`Graders` records
+sandbox uids. A control group counts when it is named after one of this test's grader processes (`Watch` records
 every process of each run's process group, sampled every 20 ms; a grader lives for seconds); a sandbox uid's process
 when it is in one of those groups or in no grader's group at all (one that escaped); a scratch mount when it is under
 this test's output folder.
@@ -66,12 +66,14 @@ except Stopped as why:
 """
 
 
-class Writes(threading.Thread):
-    """Every distinct modification time of each result file, sampled every 20 ms until stopped."""
+class Watch(threading.Thread):
+    """Sampled every 20 ms until stopped: every distinct modification time of each result file (`seen`), and the ids
+    of every process of the current run's process group (`pids`: its main process and its graders; a run is started
+    in a session of its own, `group`, and a grader is its main process's child)."""
 
     def __init__(self, results: Path):
         super().__init__(daemon=True)
-        self.results, self.seen, self.stop = results, {}, threading.Event()
+        self.results, self.seen, self.pids, self.group, self.stop = results, {}, set(), None, threading.Event()
 
     def run(self):
         while not self.stop.is_set():
@@ -80,28 +82,14 @@ class Writes(threading.Thread):
                     self.seen.setdefault(p.stem, set()).add(p.stat().st_mtime_ns)
                 except OSError:
                     pass
-            time.sleep(0.02)
-
-
-class Graders(threading.Thread):
-    """The ids of every process of the current run's process group (its main process and its graders), sampled
-    every 20 ms until stopped: a run is started in a session of its own, and a grader is its main process's child."""
-
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.pids, self.group, self.stop = set(), None, threading.Event()
-
-    def run(self):
-        while not self.stop.is_set():
             group = self.group
-            if group is not None:
-                for name in os.listdir("/proc"):
-                    if name.isdigit():
-                        try:
-                            if os.getpgid(int(name)) == group:
-                                self.pids.add(int(name))
-                        except OSError:  # gone meanwhile
-                            pass
+            for name in os.listdir("/proc") if group is not None else []:
+                if name.isdigit():
+                    try:
+                        if os.getpgid(int(name)) == group:
+                            self.pids.add(int(name))
+                    except OSError:  # gone meanwhile
+                        pass
             time.sleep(0.02)
 
 
@@ -145,9 +133,8 @@ def test_a_run_stopped_in_every_way_leaves_nothing_and_grades_each_student_once(
         (subs / s / F.LAB).mkdir(parents=True)
         nbformat.write(F.student(release, F.SOLUTION, after=["import time\ntime.sleep(1)"]),
                        subs / s / F.LAB / f"{F.LAB}.ipynb")
-    writes, graders = Writes(out / "results"), Graders()
-    writes.start()
-    graders.start()
+    watch = Watch(out / "results")
+    watch.start()
     args = [sys.executable, "-c", RUN, str(subs), str(out), str(course)]
 
     def results() -> int:
@@ -156,7 +143,7 @@ def test_a_run_stopped_in_every_way_leaves_nothing_and_grades_each_student_once(
     for how in STOPS:
         before = results()
         run = subprocess.Popen(args, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        graders.group = run.pid  # a session of its own: its process group's id is its pid
+        watch.group = run.pid  # a session of its own: its process group's id is its pid
         deadline = time.monotonic() + 600
         while results() == before and time.monotonic() < deadline and run.poll() is None:
             time.sleep(0.05)
@@ -165,16 +152,14 @@ def test_a_run_stopped_in_every_way_leaves_nothing_and_grades_each_student_once(
         said = run.communicate(timeout=120)[0].decode()
         if how in ("SIGTERM", "SIGINT"):  # told to stop: it stops soon, and cleans up itself
             assert run.returncode == 3 and f"stopped {how}" in said, (how, said[-3000:])
-            left = _left(out, graders.pids)
+            left = _left(out, watch.pids)
             assert not any(left.values()), (how, left)
     assert results() < len(STUDENTS)  # the last run has students left to grade
     last = subprocess.Popen(args, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    graders.group = last.pid
+    watch.group = last.pid
     last_out, last_err = last.communicate(timeout=900)
-    writes.stop.set()
-    graders.stop.set()
-    writes.join()
-    graders.join()
+    watch.stop.set()
+    watch.join()
     assert last.returncode == 0 and f"graded {len(STUDENTS)}" in last_out, last_out[-3000:] + last_err[-3000:]
     # the graders the group kill took down left what they held at that moment (a control group, a scratch mount, or
     # both, depending on where in a student the kill found them): the last run found and removed it, and says so
@@ -182,15 +167,15 @@ def test_a_run_stopped_in_every_way_leaves_nothing_and_grades_each_student_once(
     assert re.search(gone, last_err), last_err[-3000:]
     # what counts as this test's is what it sampled: its graders were seen (more processes than the runs' main
     # ones), and every control group the last run removed was named after one of them
-    assert len(graders.pids) > len(STOPS) + 1, graders.pids
+    assert len(watch.pids) > len(STOPS) + 1, watch.pids
     removed = {int(pid) for pid in re.findall(r"control groups of grader process (\d+)", last_err)}
-    assert removed <= graders.pids, (removed, last_err[-3000:])
+    assert removed <= watch.pids, (removed, last_err[-3000:])
     deadline = time.monotonic() + 30
-    while any(_left(out, graders.pids).values()) and time.monotonic() < deadline:  # an orphan's last moments
+    while any(_left(out, watch.pids).values()) and time.monotonic() < deadline:  # an orphan's last moments
         time.sleep(0.5)
-    left = _left(out, graders.pids)
+    left = _left(out, watch.pids)
     assert not any(left.values()), left
     scores = {s: json.loads((out / "results" / f"{s}.json").read_text())["score"] for s in STUDENTS}
     assert scores == {s: 5.0 for s in STUDENTS}, scores
-    twice = {s: len(t) for s, t in writes.seen.items() if len(t) > 1}
+    twice = {s: len(t) for s, t in watch.seen.items() if len(t) > 1}
     assert not twice, f"result files written more than once: {twice}"
