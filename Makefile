@@ -57,9 +57,9 @@ help:
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@# uv installs what pip would (the same requirements, pip's own configured indexes, links and constraints,
-	@# and pip's choice of the best version across them), faster (the whole set-up: 55 s against 72 s), and keeps build back-ends'
-	@# notices to itself; where uv cannot be had or fails, pip does the install as before. Installing uv itself
-	@# shows errors only (-qq): a configured index that lacks uv makes pip warn once per index.
+	@# and pip's choice of the best version across them), faster (a whole fresh set-up: 55 s against 72 s on
+	@# 2 cores), and keeps build back-ends' notices to itself; where uv cannot be had or fails, pip installs as
+	@# before. Installing uv itself shows errors only (-qq): a configured index that lacks uv makes pip warn.
 	$(PY) -m pip install -qq uv && $(VENV)/bin/uv pip install -q --python $(PY) --index-strategy unsafe-best-match \
 	    $$($(PY) -c "$$PIP_SOURCES_TO_UV") $(TORCH_INDEX_ARG) -r requirements.txt "$(TORCH_SPEC)" "$(SETUP_PINS)" \
 	  || $(PY) -m pip install -q --no-compile $(TORCH_INDEX_ARG) -r requirements.txt "$(TORCH_SPEC)" "$(SETUP_PINS)"
