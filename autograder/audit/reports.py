@@ -105,7 +105,8 @@ AUDITS = {a.name: a for a in (
                            "reference's CPU budget.", labs=("lab1",)),
     Audit("catalog", "Every mutant of both labs' catalogs refused by the hidden check of the property it breaks, "
                      "called directly under a grading run's key.", labs=("lab1", "lab2"),
-          extra=("tests/autograder/checks/test_lab1.py", "tests/autograder/checks/test_lab2.py",
+          extra=("tests/autograder/checks/test_lab1.py", "tests/autograder/checks/test_lab1_ranks.py",
+                 "tests/autograder/checks/test_lab2.py",
                  "autograder/audit/power.py")),
     Audit("slurm", "The tiny lab's class of six graded in three shards by a one-node Slurm, from the scripts `python "
                    "-m autograder cluster slurm` writes (an array, two shards at once, and the merge that waits for "

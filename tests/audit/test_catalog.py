@@ -39,6 +39,7 @@ from speclab import speedtest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "autograder" / "checks"))
 import test_lab1 as T1  # noqa: E402 - how a Lab 1 mutant meets its part's checks
 import test_lab2 as T2  # noqa: E402 - Lab 2's table of refusing checks, and how each is called
+import test_lab1_ranks as RK  # noqa: E402 - the 32,000-token cases' key and their rank cases (`RK.big`)
 
 
 
@@ -149,12 +150,6 @@ def test_the_timed_output_check_has_its_power_on_every_drawn_pair_and_catches_ma
 # tests/autograder/checks/test_lab1_ranks.py keeps the cases' arithmetic and the reference passing them.
 CUT_SAMPLERS = ["sampler_residual_top_entries", "sampler_draft_top_entries", "sampler_threshold",
                 "sampler_top_k_before_test", "batch_residual_top_entries", "batch_threshold"]
-TEST_KEY = bytes(range(32))  # as tests/autograder/checks/test_lab1.py
-
-
-def big(cases) -> list:
-    return [c for c in cases if isinstance(c, R.RankCase)]
-
 
 def test_false_failure_by_simulation_at_a_large_budget():
     """At a budget of 0.2 the tests reject samples drawn from the exact law no more often than false_failure says
@@ -180,7 +175,7 @@ def test_class_power_meets_the_target_and_is_the_least_over_the_members():
     """Every family of cut samplers at total variation >= CLASS_EPS is caught with probability >= 0.999 by each
     sampler's 32,000-token cases; the least power is that of its member (checked directly)."""
     cases = sampler_cases()
-    law, coupled = big(cases)
+    law, coupled = RK.big(cases)
     budget = L.ALPHA_CELL / len(cases)
     table = R.class_power(law, coupled, budget)
     p, q = R.keyed_pair()
@@ -199,10 +194,10 @@ def test_each_cut_sampler_fails_a_32000_token_case_under_a_key(name):
     cells call them (run_case at the cell's budget), under a key; each is exact on the small pairs."""
     m = next(m for m in LAB1_MUTANTS if m.name == name)
     fn = getattr(namespace("lab1", m), m.replaces)
-    with hidden.keyed(TEST_KEY):
+    with hidden.keyed(RK.TEST_KEY):
         cases = batch_cases() if m.part == 5 else sampler_cases()
         failure = None
-        for case in big(cases):  # the law case, then the coupling case: the first failure ends the cell
+        for case in RK.big(cases):  # the law case, then the coupling case: the first failure ends the cell
             try:
                 L.run_case(case, fn, np.random.default_rng(2026), L.ALPHA_CELL / len(cases))
             except ExactnessFailure as err:
@@ -217,7 +212,7 @@ def test_sizes_are_the_smallest_round_ones_at_the_target():
     1000 fewer outcomes in the law case (for the draft family), or in the coupling case (for the residual family),
     miss it."""
     cases = sampler_cases()
-    law, coupled = big(cases)
+    law, coupled = RK.big(cases)
     budget = L.ALPHA_CELL / len(cases)
 
     def least(n_law: int, n_coupled: int) -> float:
