@@ -21,6 +21,7 @@ import nbformat
 import pytest
 
 import grading_fixtures as F
+from released import seed_template  # one release of a lab per test process (tests/support/released.py)
 from autograder import sandbox
 from autograder.pipeline import REPO_ROOT, Config, build_template, grade_class
 from autograder.sandbox import slot_uids
@@ -324,6 +325,7 @@ def run(tmp_path_factory):
     base = tmp_path_factory.mktemp("hostile")
     course = F.make_course(base / "course")
     cfg = Config(F.LAB, base / "subs", base / "out", course, workers=2, limits=LIMITS, lab_checks=F.LAB_CHECKS)
+    seed_template(cfg)
     build_template(cfg)
     rel = nbformat.read(cfg.out / "template" / "labs" / F.LAB / f"{F.LAB}.ipynb", as_version=4)
     cases = _cases(rel)

@@ -41,6 +41,7 @@ from autograder.audit import reports
 from autograder.pipeline import Config, build_template
 from autograder.sandbox import processes_of, slot_uids
 from autograder.sandbox.bounds import available
+from released import seed_template  # one release of a lab per test process (tests/support/released.py)
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not available()[0], reason=f"no control groups here: {available()[2]}")]
@@ -127,6 +128,7 @@ def _stop(proc: subprocess.Popen, how: str) -> None:
 def test_a_run_stopped_in_every_way_leaves_nothing_and_grades_each_student_once(tmp_path):
     course = F.make_course(tmp_path / "course")
     subs, out = tmp_path / "subs", tmp_path / "out"
+    seed_template(Config(F.LAB, subs, out, course, workers=2, lab_checks=F.LAB_CHECKS))
     build_template(Config(F.LAB, subs, out, course, workers=2, lab_checks=F.LAB_CHECKS))
     release = nbformat.read(out / "template" / "labs" / F.LAB / f"{F.LAB}.ipynb", as_version=4)
     for s in STUDENTS:

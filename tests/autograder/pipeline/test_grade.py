@@ -20,6 +20,7 @@ import pytest
 from nbformat.v4 import new_markdown_cell
 
 import grading_fixtures as F
+from released import seed_template  # one release of a lab per test process (tests/support/released.py)
 from autograder.pipeline import Config, build_template, grade_class, normalise, summary
 from autograder.sandbox import Limits, capabilities
 from load import scaled
@@ -106,6 +107,7 @@ def graded(tmp_path_factory):
     course = F.make_course(base / "course")
     subs = base / "subs"
     cfg = Config(F.LAB, subs, base / "out", course, workers=2, limits=LIMITS, lab_checks=F.LAB_CHECKS)
+    seed_template(cfg)
     build_template(cfg)
     rel = nbformat.read(cfg.out / "template" / "labs" / F.LAB / f"{F.LAB}.ipynb", as_version=4)
     variants = _variants(rel)

@@ -19,6 +19,7 @@ import nbformat
 import pytest
 
 import grading_fixtures as F
+from released import seed_template  # one release of a lab per test process (tests/support/released.py)
 from autograder.pipeline import Config, build_template, grade_class
 from autograder.sandbox import Limits
 from load import scaled
@@ -68,6 +69,7 @@ def graded(tmp_path_factory):
     limits = Limits(cell_timeout_s=scaled(10), notebook_timeout_s=scaled(60), memory_mb=3072, file_mb=200,
                     output_kb=64)
     cfg = Config(LAB, base / "subs", base / "out", course, workers=2, limits=limits, lab_checks=(lab_checks,))
+    seed_template(cfg)
     build_template(cfg)
     rel = nbformat.read(cfg.out / "template" / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
     for student, nb in (("good", F.student(rel)), ("patcher", F.student(rel, F.HALF, after=[PATCH])),

@@ -14,6 +14,7 @@ import nbformat
 import pytest
 
 import grading_fixtures as F
+from released import seed_template  # one release of a lab per test process (tests/support/released.py)
 from autograder.pipeline import Config, build_template, grade_class
 from autograder.pipeline import results as R
 from autograder.sandbox import Limits
@@ -48,6 +49,7 @@ def graded(tmp_path_factory):
     base = tmp_path_factory.mktemp("inside")
     course, lab_checks = F.variant_lab(base, LAB, CHECKS)
     cfg = Config(LAB, base / "subs", base / "out", course, workers=2, limits=LIMITS, lab_checks=(lab_checks,))
+    seed_template(cfg)
     build_template(cfg)
     release = nbformat.read(cfg.out / "template" / "labs" / LAB / f"{LAB}.ipynb", as_version=4)
     for student, nb in (("honest", F.student(release, F.SOLUTION)),

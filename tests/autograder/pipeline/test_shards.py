@@ -23,6 +23,7 @@ import grading_fixtures as F
 from autograder.pipeline import Config, build_template, grade_class, summary
 from autograder.pipeline import shards
 from autograder.sandbox import Limits
+from released import seed_template  # one release of a lab per test process (tests/support/released.py)
 
 pytestmark = pytest.mark.slow
 LIMITS = Limits(cell_timeout_s=30, notebook_timeout_s=120, memory_mb=3072, file_mb=200, output_kb=64)
@@ -85,11 +86,14 @@ def graded(tmp_path_factory):
     course = F.make_course(base / "course")
     single = Config(F.LAB, base / "canvas.zip", base / "single", course, workers=2, limits=LIMITS,
                     lab_checks=F.LAB_CHECKS)
+    seed_template(single)
     build_template(single)
     release = nbformat.read(single.out / "template" / "labs" / F.LAB / f"{F.LAB}.ipynb", as_version=4)
     _zip(base, release)
     one = {r["student"]: r for r in grade_class(single, progress=False)}
     out = base / "sharded"
+    for i in range(3):  # shard 1 is graded by another process, from the same folder
+        seed_template(replace(single, out=out, shard=(i, 3)))
     for i in (0, 2):
         grade_class(replace(single, out=out, shard=(i, 3)), progress=False)
     args = [sys.executable, "-c", RUN_SHARD, str(single.submissions), str(out), str(course), "1", "3"]

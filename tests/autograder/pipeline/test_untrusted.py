@@ -72,12 +72,14 @@ def graded_class(tmp_path_factory):
     from autograder.pipeline import Config, build_template, grade_class
     from autograder.sandbox import Limits
     from load import scaled
+    from released import seed_template
 
     base = tmp_path_factory.mktemp("untrusted-class")
     limits = Limits(cell_timeout_s=scaled(5), notebook_timeout_s=scaled(40), memory_mb=3072, file_mb=200,
                     output_kb=64)
     cfg = Config(F.LAB, base / "subs", base / "out", F.make_course(base / "course"), workers=2, limits=limits,
                  lab_checks=F.LAB_CHECKS)
+    seed_template(cfg)
     layout = build_template(cfg)
     release = nbformat.read(cfg.out / "template" / "labs" / F.LAB / f"{F.LAB}.ipynb", as_version=4)
     for folder, solution in ((f"{EVIL_NAME}_101_assignsubmission_file_", RAISES),

@@ -31,6 +31,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_raw_cell
 
 import grading_fixtures as F
+from released import seed_template  # one release of a lab per test process (tests/support/released.py)
 from autograder.checks import HIDDEN_BEGIN, HIDDEN_END
 from autograder.pipeline import Config, build_template
 from autograder.pipeline.feedback import write_feedback
@@ -100,6 +101,7 @@ def pages(tmp_path_factory):
     """kind -> (the page's path, the student's real score): one student per escaping class, half right (2 / 5)."""
     base = tmp_path_factory.mktemp("untrusted")
     cfg = Config(F.LAB, base / "subs", base / "out", F.make_course(base / "course"), workers=1)
+    seed_template(cfg)
     layout = build_template(cfg)
     release = nbformat.read(cfg.out / "template" / "labs" / F.LAB / f"{F.LAB}.ipynb", as_version=4)
     results = []
