@@ -44,7 +44,7 @@ help:
 	@echo "make book        set up .venv, build the executed book into _build/html and, with Chromium, the PDF"
 	@echo "make pdf         the whole book as one PDF, _build/html/speclab.pdf (needs Chromium)"
 	@echo "make book-fresh  the same as make book, re-executing every page"
-	@echo "make test        set up .venv and run the test suite (quiet, about 14 minutes on 2 cores)"
+	@echo "make test        set up .venv and run the test suite (quiet, 13 to 25 minutes on 2 cores)"
 	@echo "make audit [NAME ...]   run the audits whose committed report is stale (or these), rewrite their reports"
 	@echo "make labs        rebuild solutions/<lab>/<lab>.ipynb from <lab>.md and the student notebooks in labs/"
 	@echo "make grade LAB=lab1 SUBMISSIONS=<folder or zip>   autograde a class"
