@@ -80,6 +80,7 @@ def _variants(rel):
     out["test_edited_to_pass"] = (nb, HALF_PTS, "test_scale: edited")
     nb = F.student(rel)
     dup = copy.deepcopy(nb.cells[_idx(nb, "test_add")])
+    dup.id = "test-add-copy"  # the grade id is what is duplicated here (a cell id twice: `duplicate_ids`)
     nb.cells.append(dup)
     out["test_duplicated"] = (nb, FULL, "test_add: duplicated")
     nb = F.student(rel)
