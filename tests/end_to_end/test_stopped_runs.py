@@ -128,8 +128,9 @@ def _stop(proc: subprocess.Popen, how: str) -> None:
 def test_a_run_stopped_in_every_way_leaves_nothing_and_grades_each_student_once(tmp_path):
     course = F.make_course(tmp_path / "course")
     subs, out = tmp_path / "subs", tmp_path / "out"
-    seed_template(Config(F.LAB, subs, out, course, workers=2, lab_checks=F.LAB_CHECKS))
-    build_template(Config(F.LAB, subs, out, course, workers=2, lab_checks=F.LAB_CHECKS))
+    release_cfg = Config(F.LAB, subs, out, course, workers=2, lab_checks=F.LAB_CHECKS)
+    seed_template(release_cfg)
+    build_template(release_cfg)
     release = nbformat.read(out / "template" / "labs" / F.LAB / f"{F.LAB}.ipynb", as_version=4)
     for s in STUDENTS:
         (subs / s / F.LAB).mkdir(parents=True)

@@ -1,8 +1,8 @@
 """One release of a lab per test process, copied into every class run's output folder that grades it.
 
 Every class run releases its lab into OUT/template first (`build_template`: `nbgrader generate_assignment`,
-a gradebook, about 5 s of CPU). The pipeline tests grade the tiny lab in a dozen output folders, so the suite
-released the same lab a dozen times per process. `seed_template(cfg)` puts a copy of this process's first
+a gradebook, 7.9 s here). The pipeline tests grade the tiny lab in ten output folders, so the suite released
+the same lab ten times. `seed_template(cfg)` puts a copy of this process's first
 release of the same lab into cfg's output folder instead; `build_template`, called by the test or by
 `grade_class`, then finds it current by its own stamp (the digest of the lab's source and the course's
 configuration) and keeps it. A course whose lab differs (another source, another configuration) gets a
@@ -14,6 +14,7 @@ Not an input of any audit's report (autograder/audit/reports.py), so using it st
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import shutil
 import tempfile
@@ -21,27 +22,24 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograder.pipeline import Config, build_template
+from autograder.pipeline.collect import submission_hash
 from autograder.pipeline.shards import shard_out
 
 _RELEASES: dict[str, Path] = {}  # what the lab's release depends on -> this process's release of it
-_HOME: list[Path] = []
 
 
 def _key(cfg: Config) -> str:
-    """The lab's name, every file of its source folder and the course's nbgrader configuration."""
-    h = hashlib.sha256(cfg.lab.encode())
-    source = Path(cfg.course_root) / "solutions" / cfg.lab
-    for path in sorted(p for p in source.rglob("*") if p.is_file()):
-        h.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes() + b"\0")
-    h.update((Path(cfg.course_root) / "nbgrader_config.py").read_bytes())
-    return h.hexdigest()
+    """The lab's name, its source folder's digest (as `build_template` takes it) and the course's configuration."""
+    root = Path(cfg.course_root)
+    return hashlib.sha256((cfg.lab + submission_hash(root / "solutions" / cfg.lab)
+                           + (root / "nbgrader_config.py").read_text()).encode()).hexdigest()
 
 
+@functools.cache
 def _home() -> Path:
-    if not _HOME:
-        _HOME.append(Path(tempfile.mkdtemp(prefix="speclab-releases-")))
-        atexit.register(shutil.rmtree, _HOME[0], True)
-    return _HOME[0]
+    home = Path(tempfile.mkdtemp(prefix="speclab-releases-"))
+    atexit.register(shutil.rmtree, home, True)
+    return home
 
 
 def seed_template(cfg: Config) -> None:
