@@ -72,6 +72,14 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# The kernel the book's pages run in: ipykernel reached over CurveZMQ-encrypted sockets (book/_kernel/,
+# whose docstring says why a package of its own). _config.yml maps the pages' python3 to it.
+BOOK_KERNEL := $(VENV)/share/jupyter/kernels/speclab-book/kernel.json
+$(BOOK_KERNEL): $(STAMP) book/_kernel/pyproject.toml book/_kernel/speclab_book_kernel.py
+	@$(VENV)/bin/uv pip install -q --python $(PY) $$($(PY) -c "$$PIP_SOURCES_TO_UV") --no-deps -e ./book/_kernel \
+	  || $(PY) -m pip install -q --no-deps -e ./book/_kernel
+	@$(PY) -m speclab_book_kernel >/dev/null
+
 # The execution cache is keyed on each page's code cells; pages also depend on the
 # speclab package and on the reference measurements they show (benchmarks/cpu/reference.json), so
 # the cache is dropped whenever either changes (and with it this build's live measurements).
@@ -80,7 +88,7 @@ _build/.speclab-hash: FORCE
 	@h=$$(cat speclab/*.py benchmarks/cpu/reference.json | md5sum | cut -c1-32); \
 	 if [ "$$(cat $@ 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; echo "$$h" > $@; fi
 
-html: setup _build/.speclab-hash
+html: setup $(BOOK_KERNEL) _build/.speclab-hash
 	$(VENV)/bin/jupyter-book build . $(JB_FLAGS)
 
 # The whole book as one PDF, offline: the single-page HTML (built from the execution cache of the
@@ -124,7 +132,7 @@ book-fresh: setup
 # The suite runs in TEST_WORKERS processes (pytest-xdist; tests/conftest.py groups the tests that share
 # an expensive fixture): TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
-test: setup
+test: setup $(BOOK_KERNEL)
 	$(VENV)/bin/pytest -n $(TEST_WORKERS)
 
 # What needs deliberate load, many students or a real lab's time (tests/README.md): each audit writes

@@ -61,6 +61,22 @@ def stopping():
             signal.signal(sig, handler)
 
 
+# What every grader process imports before it grades: imported once, by the fork server (below), rather than
+# by each student's process (about a second of CPU per student: nbgrader's API imports its server extensions).
+# Nothing here is a lab's checks, nor starts a thread: a lab's checks are imported by the grader process itself,
+# from the folders the run names (`_child`), as they are on disk when it starts.
+PRELOAD = ["autograder.pipeline.spawn", "nbgrader.api"]
+
+
+def _context():
+    """Grader processes come from a fork server (multiprocessing's "forkserver" start method): a process started
+    fresh, single-threaded, that has imported PRELOAD and forks one grader process per step. Like "spawn", no
+    grader process is forked from the threaded class process; unlike it, none pays the imports again."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
 def in_own_process(what: str, cfg: Config, layout: dict, student: str, folder: Path, slot: int, key: bytes,
                    limit_s: float) -> dict:
     """`grade_untimed` or `time_student` (what: a name in STEPS) of one student in a grader process of its
@@ -69,7 +85,7 @@ def in_own_process(what: str, cfg: Config, layout: dict, student: str, folder: P
         raise ValueError(f"no grading step {what!r} (the steps: {', '.join(STEPS)})")
     if STOP.is_set():
         raise Stopped("the run was stopped before this step")
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, what, cfg, layout, student, folder, slot, key),
                        name=f"speclab grader of {student}")

@@ -114,6 +114,10 @@ def published_notebook(app: Sphinx, docname: str) -> nbformat.NotebookNode:
     doctree = app.env.get_and_resolve_doctree(docname, app.builder)
     cells = MarkdownWriter(app, docname, executed).cells(doctree)
     metadata = {k: executed.metadata[k] for k in ("kernelspec", "language_info") if k in executed.metadata}
+    # the kernel the page itself names (python3, which Colab and Binder have), not the one the build ran it in
+    # (_config.yml's nb_kernel_rgx_aliases renames it in the executed copy: speclab_book.py, kernel_as_written)
+    if "kernelspec" in app.env.metadata.get(docname, {}):
+        metadata["kernelspec"] = dict(app.env.metadata[docname]["kernelspec"])
     return nbformat.v4.new_notebook(cells=cells, metadata=metadata)
 
 

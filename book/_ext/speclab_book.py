@@ -31,7 +31,6 @@ import datetime as dt
 import json
 import os
 import platform
-import posixpath
 import subprocess
 from pathlib import Path
 from urllib.parse import quote, urlencode
@@ -414,6 +413,21 @@ def one_of_each_script(app: Sphinx, pagename: str, templatename: str, context: d
         context["script_files"] = kept
 
 
+def kernel_as_written(app: Sphinx, doctree: nodes.document) -> None:
+    """Give the page back the kernel its source names. The build runs every page in the kernel `speclab-book`
+    (_config.yml's `nb_kernel_rgx_aliases`, book/_kernel/), and myst-nb stores the renamed kernel spec as the
+    page's metadata, which the page's Thebe configuration, its launch buttons and its published notebook
+    read. Those are for readers, whose Colab or Binder has `python3`, not the build's kernel."""
+    import jupytext
+
+    docname = app.env.docname
+    metadata = app.env.metadata.get(docname, {})
+    if "kernelspec" in metadata:
+        source = jupytext.read(app.env.doc2path(docname))
+        if "kernelspec" in source.metadata:
+            metadata["kernelspec"] = dict(source.metadata["kernelspec"])
+
+
 def setup(app: Sphinx) -> dict:
     app.add_config_value("speclab_site_branch", "gh-pages", "html")
     register_bibliography_style()
@@ -421,6 +435,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", set_version)
     app.connect("builder-inited", share_html_handlers)
     app.connect("env-get-outdated", reread_without_cache)
+    app.connect("doctree-read", kernel_as_written)
     app.connect("html-page-context", header_buttons, priority=600)  # after the theme's (501)
     app.connect("html-page-context", one_of_each_script, priority=900)
     app.add_node(ExecutionReportNode)

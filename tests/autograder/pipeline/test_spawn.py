@@ -36,3 +36,35 @@ def test_a_grader_process_passes_over_stop_signals_and_what_it_starts_does_not()
     assert out.returncode == 0, out.stderr
     ignored = int(out.stdout.strip())
     assert not ignored & (1 << (signal.SIGTERM - 1)) and not ignored & (1 << (signal.SIGINT - 1)), hex(ignored)
+
+
+def _what_a_grader_process_finds(send) -> None:
+    import os
+    import sys
+    import threading
+
+    send.send({"parent": os.getppid(), "threads": threading.active_count(),
+               "imported": sorted(m for m in spawn.PRELOAD + ["nbgrader.server_extensions.formgrader"]
+                                  if m in sys.modules)})
+    send.close()
+
+
+def test_a_grader_process_comes_from_the_fork_server_with_the_grader_imported():
+    """Every grader process is forked from one fork server, not from the class process (whose threads a fork
+    would copy mid-flight), and starts with PRELOAD imported: nbgrader's API (and the server extensions it
+    imports) is imported once per run, not once per student (about a second of CPU each)."""
+    import os
+
+    ctx = spawn._context()
+    found = []
+    for _ in range(2):
+        receive, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_what_a_grader_process_finds, args=(send,))
+        proc.start()
+        send.close()
+        found.append(receive.recv())
+        proc.join(30)
+        assert proc.exitcode == 0
+    assert found[0]["parent"] != os.getpid() and found[0]["parent"] == found[1]["parent"], found  # one server
+    assert found[0]["threads"] == 1, found
+    assert found[0]["imported"] == sorted(spawn.PRELOAD + ["nbgrader.server_extensions.formgrader"]), found
