@@ -1,6 +1,6 @@
 """The book's pages run in a kernel whose sockets are encrypted, so ipykernel has nothing to warn about.
 
-ipykernel (from 7.4) warns "Kernel is running over TCP without encryption" on every kernel started
+ipykernel 7.4 warns "Kernel is running over TCP without encryption" on every kernel started
 without CurveZMQ keys, which was once per executed page of `make book`. The build now maps the pages'
 `python3` to the kernel `speclab-book` (book/_kernel/speclab_book_kernel.py), whose provisioner requires
 encryption. These tests start both kernels the same way and read what each prints: the plain one must

@@ -38,14 +38,17 @@ def test_a_grader_process_passes_over_stop_signals_and_what_it_starts_does_not()
     assert not ignored & (1 << (signal.SIGTERM - 1)) and not ignored & (1 << (signal.SIGINT - 1)), hex(ignored)
 
 
+# what a grader process must find imported: PRELOAD, and the server extensions nbgrader's API imports with it
+PRELOADED = sorted(spawn.PRELOAD + ["nbgrader.server_extensions.formgrader"])
+
+
 def _what_a_grader_process_finds(send) -> None:
     import os
     import sys
     import threading
 
     send.send({"parent": os.getppid(), "threads": threading.active_count(),
-               "imported": sorted(m for m in spawn.PRELOAD + ["nbgrader.server_extensions.formgrader"]
-                                  if m in sys.modules)})
+               "imported": [m for m in PRELOADED if m in sys.modules]})
     send.close()
 
 
@@ -67,4 +70,4 @@ def test_a_grader_process_comes_from_the_fork_server_with_the_grader_imported():
         assert proc.exitcode == 0
     assert found[0]["parent"] != os.getpid() and found[0]["parent"] == found[1]["parent"], found  # one server
     assert found[0]["threads"] == 1, found
-    assert found[0]["imported"] == sorted(spawn.PRELOAD + ["nbgrader.server_extensions.formgrader"]), found
+    assert found[0]["imported"] == PRELOADED, found
