@@ -2,8 +2,8 @@
 
 Every page of the book is executed by myst-nb, which starts its kernels through jupyter-cache and nbclient
 without passing them any configuration. Their kernel manager therefore keeps jupyter_client's default,
-`transport_encryption = "disabled"`, and ipykernel (from 7.4) warns once per page that it "is running over
-TCP without encryption". The setting cannot be reached from `_config.yml`.
+`transport_encryption = "disabled"`, and ipykernel (from 7.3, the release that added CurveZMQ) warns once per
+page that it "is running over TCP without encryption". The setting cannot be reached from `_config.yml`.
 
 What can be reached is the kernel a page names. `_config.yml` maps the pages' `python3` to the kernel
 `speclab-book` (myst-nb's `nb_kernel_rgx_aliases`), whose kernel spec names the provisioner below
@@ -42,7 +42,10 @@ def kernel_spec() -> dict[str, Any]:
 
     spec = get_kernel_dict()
     if "curve" not in spec["metadata"].get("supported_encryption", ()):
-        raise RuntimeError("this ipykernel does not support CurveZMQ transport encryption: ipykernel>=7.4 does")
+        raise RuntimeError(
+            "this ipykernel does not support CurveZMQ transport encryption: ipykernel>=7.3 does "
+            "(requirements.txt asks for 7.4, the release the book is tested with)"
+        )
     spec["display_name"] = "Python 3 (speclab book, encrypted)"
     spec["metadata"]["kernel_provisioner"] = {"provisioner_name": PROVISIONER_NAME, "config": {}}
     return spec
