@@ -1,16 +1,15 @@
 """Which baseline holds Lab 1's speed ratio still? `python -m benchmarks.lab1_baseline [--processes N] [--seconds S]`
 
-Lab 1's speed test (`speclab.speedtest.batch_speedup`) divides the per-row time of a Python loop
-(`speedtest.draws_loop`: a draft from q and one uniform, row by row) by the per-row time of the student's
+Lab 1's speed test (`speclab.speedtest.batch_speedup`) used to divide the per-row time of a Python loop
+(`draws_loop` below: a draft from q and one uniform, row by row) by the per-row time of the student's
 vectorised `speculative_sample_batch`. On a shared virtual machine the two kinds of code do not slow down
 together: the interpreter's loop is slowed by whatever else shares the core far more than numpy's
-vectorised passes are, so the ratio moves with the machine's state, from one second to the next and from
-one process to the next, however the rounds are paired. The audit `timing_agreement` records the result:
-Lab 1's notebook and grader figures, each the median of its own rounds, disagree by more than 25 % in some
-quiet runs.
+vectorised passes are, so the ratio moved with the machine's state, from one second to the next and from
+one process to the next, however the rounds were paired; the audit `timing_agreement` found Lab 1's notebook
+and grader figures, each the median of its own rounds, more than 25 % apart in some quiet runs.
 
-This benchmark measures the drift of that ratio beside the drift of a second candidate, whose baseline is
-code of the same kind as the code it times: `draws_vectorised`, the same two draws for every row, made by
+This benchmark measures the drift of that ratio beside the drift of the speed test's baseline now, code of
+the same kind as the code it times: `speedtest.draws_vectorised`, the same two draws for every row, made by
 numpy over the whole batch. It starts `--processes` fresh interpreters one after another, alternating the
 lab's reference and the plainest correct implementation (`autograder.audit.correct`), and each times
 rounds of three calls for `--seconds`, every round on a fresh pair (`speedtest.batch_pair`): the loop over
@@ -18,8 +17,8 @@ rounds of three calls for `--seconds`, every round on a fresh pair (`speedtest.b
 rows, each on this process's CPU clock (`speclab.clock.cpu_time`), the rows built inside the timed call as
 the speed test builds them. Per round it forms the two ratios:
 
-- loop:       the speed test's figure, (loop seconds / LOOP_ROWS) / (student seconds / BATCH_ROWS);
-- vectorised: (draws_vectorised seconds) / (student seconds), both over BATCH_ROWS rows.
+- loop:       the former speed test's figure, (loop seconds / LOOP_ROWS) / (student seconds / BATCH_ROWS);
+- vectorised: the speed test's figure now, (draws_vectorised seconds) / (student seconds), both over BATCH_ROWS rows.
 
 The drift of a ratio is the largest over the smallest median, of one-second windows within a process and
 of whole processes for one implementation. It prints one line per implementation and baseline,
@@ -45,17 +44,16 @@ ROOT = Path(__file__).resolve().parents[1]
 IMPLS = ("reference", "batch_plain")
 BASELINES = ("loop", "vectorised")
 WINDOW_S = 1.0
+LOOP_ROWS = 500  # rows of one call of the former baseline
 
 
-def draws_vectorised(p_rows: np.ndarray, q_rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The two random draws every one-position speculative sampler makes, for every row at once: a draft from
-    that row's q by inverse CDF, and one uniform. It samples nothing useful (it is no answer to the lab); it sets
-    the pace of the bare vectorised work. Returns the drafts, so that a test can check their law."""
-    cdf = np.cumsum(q_rows, axis=1)
-    u = rng.random((len(q_rows), 1)) * cdf[:, -1:]
-    drafts = np.minimum((cdf <= u).sum(axis=1), q_rows.shape[1] - 1)
-    rng.random(len(q_rows))
-    return drafts
+def draws_loop(p_rows: np.ndarray, q_rows: np.ndarray, rng: np.random.Generator) -> None:
+    """Lab 1's former baseline: a Python loop making, for each row, the two random draws every one-position
+    speculative sampler makes (a draft from q, one uniform), and nothing else."""
+    vocab = q_rows.shape[1]
+    for b in range(len(q_rows)):
+        rng.choice(vocab, p=q_rows[b])
+        rng.random()
 
 
 def drift(medians: list[float]) -> float:
@@ -85,17 +83,17 @@ def child(impl: str, seconds: float) -> dict:
     ns = namespace("lab1", next((m for m in CORRECT["lab1"] if m.name == impl), None))
     student = ns.speculative_sample_batch
     pairs, rng = np.random.default_rng(4), np.random.default_rng(3)
-    big, small = speedtest.BATCH_ROWS, speedtest.LOOP_ROWS
+    big, small = speedtest.BATCH_ROWS, LOOP_ROWS
     now: dict = {}
 
     def loop() -> None:
-        speedtest.draws_loop(now["small_p"], now["small_q"], rng)
+        draws_loop(now["small_p"], now["small_q"], rng)
 
     def batch() -> None:
         student(np.tile(now["p"], (big, 1)), np.tile(now["q"], (big, 1)), rng)
 
     def vectorised() -> None:
-        draws_vectorised(np.tile(now["p"], (big, 1)), np.tile(now["q"], (big, 1)), rng)
+        speedtest.draws_vectorised(np.tile(now["p"], (big, 1)), np.tile(now["q"], (big, 1)), rng)
 
     stamps, ratios = [], {b: [] for b in BASELINES}
     start = time.monotonic()
